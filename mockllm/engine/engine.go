@@ -1,0 +1,82 @@
+// Package engine is the mock server's cost model: it decides when each
+// generated token of each request is due. Two models implement Scheduler:
+// fixed (every request gets the configured TTFT and ITL, whatever the load:
+// the ground truth for validating clients) and step (one global step loop
+// like vLLM's continuous batching, from which queueing, TTFT growth and
+// saturation follow).
+//
+// The engine only computes due times against an injectable Clock; the HTTP
+// layer in package mockllm sleeps until each due time and writes the token.
+// Due times are absolute, so emission never drifts.
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Request is what the HTTP layer asks the engine to generate.
+type Request struct {
+	ID           string
+	PromptTokens int // tokens in the prompt, already counted and checked against MaxModelLen
+	OutputTokens int // exact number of tokens to generate (max_tokens resolved; EOS is modelled by the caller)
+}
+
+// Token is one generated token's scheduled emission.
+type Token struct {
+	Index int       // 0-based position in the output
+	Due   time.Time // when it must be written; from Clock.Now, so it carries a monotonic reading
+}
+
+// Stream yields one request's tokens in order. The caller must call Close
+// when done, including when the client went away early, so the engine frees
+// the request's batch slot and KV blocks.
+type Stream interface {
+	// Next returns the next token and true, or false after the last token.
+	// In the step model it blocks until the step producing the token has been
+	// scheduled; it returns ctx.Err() when ctx ends first.
+	Next(ctx context.Context) (Token, bool, error)
+	// Dequeued is when the request left the waiting queue (admitted to the
+	// running batch). Valid once Next has returned the first token.
+	Dequeued() time.Time
+	Close()
+}
+
+// Scheduler admits requests and schedules their tokens.
+type Scheduler interface {
+	// Start admits req. It returns ErrQueueFull when the waiting queue is at
+	// its limit, or an error when req can never fit (e.g. more KV blocks than
+	// the cache holds).
+	Start(ctx context.Context, req Request) (Stream, error)
+	// Stats is a snapshot for metrics: running and waiting sequences, KV-cache use.
+	Stats() Stats
+	// Close stops the scheduler's loop; streams still open end with ErrClosed.
+	Close()
+}
+
+// Stats is a point-in-time view of the scheduler, for /metrics.
+type Stats struct {
+	Running       int
+	Waiting       int
+	KVCacheUsage  float64 // 0..1
+	Preemptions   uint64  // cumulative
+	PromptTokens  uint64  // cumulative prefilled
+	DecodedTokens uint64  // cumulative generated
+}
+
+// Clock is the engine's time source. Real time in production; virtual time
+// in tests, so engine tests run exactly and fast.
+type Clock interface {
+	Now() time.Time
+	// SleepUntil blocks until t (or returns at once when t is past), or until
+	// ctx ends, returning ctx.Err().
+	SleepUntil(ctx context.Context, t time.Time) error
+}
+
+var (
+	// ErrQueueFull is returned by Start when the waiting queue is at its limit.
+	ErrQueueFull = errors.New("engine: waiting queue full")
+	// ErrClosed is returned after the scheduler was closed.
+	ErrClosed = errors.New("engine: closed")
+)
