@@ -1,0 +1,235 @@
+package analysis
+
+import (
+	"math"
+	"sort"
+)
+
+// Ladder kinds: a closed-loop concurrency ladder or an open-loop rate ladder.
+const (
+	LadderConcurrency = "concurrency"
+	LadderRate        = "rate"
+)
+
+// LadderPoint is one step of a ladder, reduced to what the knee needs.
+type LadderPoint struct {
+	Load       float64 // concurrency, or offered requests/s
+	Throughput float64 // output tokens/s (or any capacity measure)
+	TTFTP99    float64 // ms; 0 or NaN when unknown
+	E2EP99     float64 // ms; 0 or NaN when unknown
+	ErrorRate  float64 // failed / requests, 0..1
+	MeetsSLO   bool    // every SLO of the plan held (true when the plan sets none)
+}
+
+// KneeOptions tunes knee detection. The zero value uses the defaults below.
+type KneeOptions struct {
+	// MinGain: throughput has stopped growing when the marginal gain per added
+	// load unit falls below MinGain × the initial slope. Default 0.2.
+	MinGain float64
+	// LatencyFactor: latency has taken off when a step's P99 exceeds
+	// LatencyFactor × its value at the lowest load. Default 2.
+	LatencyFactor float64
+	// MaxErrorRate: a step failing more than this share of requests is never
+	// a recommended operating point. Default 0.01.
+	MaxErrorRate float64
+}
+
+func (o KneeOptions) withDefaults() KneeOptions {
+	if o.MinGain <= 0 {
+		o.MinGain = 0.2
+	}
+	if o.LatencyFactor <= 1 {
+		o.LatencyFactor = 2
+	}
+	if o.MaxErrorRate <= 0 {
+		o.MaxErrorRate = 0.01
+	}
+	return o
+}
+
+// Knee is the analysis of one ladder of one target. A nil load means the
+// ladder never reached that point (e.g. throughput still scaling at its top).
+type Knee struct {
+	Target string `json:"target"`
+	Ladder string `json:"ladder"` // LadderConcurrency | LadderRate
+	// ThroughputKnee is the last load whose step still added throughput at
+	// ≥ MinGain × the initial slope: past it, more load buys (almost) nothing.
+	ThroughputKnee *float64 `json:"throughput_knee"`
+	// LatencyKnee is the first load whose TTFT or E2E P99 exceeded
+	// LatencyFactor × its lowest-load value; LatencyMetric names which.
+	LatencyKnee   *float64 `json:"latency_knee"`
+	LatencyMetric string   `json:"latency_metric,omitempty"`
+	// LatencyElbow is the Kneedle elbow of the E2E P99 curve (where it bends
+	// upward most), a second opinion independent of any threshold.
+	LatencyElbow *float64 `json:"latency_elbow"`
+	// BestOperatingPoint is the highest load at or below the throughput knee,
+	// below the latency knee, meeting every SLO with errors ≤ MaxErrorRate.
+	BestOperatingPoint *float64 `json:"best_operating_point"`
+	// Throughput at the best operating point and the most seen on the ladder.
+	BestThroughput  float64 `json:"best_throughput"`
+	MaxThroughput   float64 `json:"max_throughput"`
+	MaxThroughputAt float64 `json:"max_throughput_at"`
+	Steps           int     `json:"steps"`
+}
+
+// FindKnee analyses one ladder. Points need not be sorted; points with equal
+// load are averaged by the caller beforehand (the ladder has one step per load).
+func FindKnee(target, ladder string, pts []LadderPoint, o KneeOptions) Knee {
+	o = o.withDefaults()
+	p := append([]LadderPoint(nil), pts...)
+	sort.SliceStable(p, func(i, j int) bool { return p[i].Load < p[j].Load })
+	k := Knee{Target: target, Ladder: ladder, Steps: len(p)}
+	if len(p) == 0 {
+		return k
+	}
+	for _, q := range p {
+		if q.Throughput > k.MaxThroughput {
+			k.MaxThroughput, k.MaxThroughputAt = q.Throughput, q.Load
+		}
+	}
+
+	tk := throughputKnee(p, o.MinGain)
+	if tk >= 0 {
+		k.ThroughputKnee = ptr(p[tk].Load)
+	}
+	lk, metric := latencyKnee(p, o.LatencyFactor)
+	if lk >= 0 {
+		k.LatencyKnee, k.LatencyMetric = ptr(p[lk].Load), metric
+	}
+	loads := make([]float64, len(p))
+	e2e := make([]float64, len(p))
+	for i, q := range p {
+		loads[i], e2e[i] = q.Load, q.E2EP99
+	}
+	if e := Kneedle(loads, e2e, Convex); e >= 0 {
+		k.LatencyElbow = ptr(loads[e])
+	}
+
+	best := -1
+	for i, q := range p {
+		if tk >= 0 && i > tk {
+			break
+		}
+		if lk >= 0 && i >= lk {
+			break
+		}
+		if q.MeetsSLO && q.ErrorRate <= o.MaxErrorRate {
+			best = i
+		}
+	}
+	if best >= 0 {
+		k.BestOperatingPoint = ptr(p[best].Load)
+		k.BestThroughput = p[best].Throughput
+	}
+	return k
+}
+
+// throughputKnee returns the index of the last point before the first
+// segment whose slope falls below minGain × the initial slope, or -1 when
+// throughput kept growing to the top of the ladder. The initial slope is
+// taken from the origin (no load, no throughput) to the first step, which is
+// true for both ladder kinds and needs only one step to exist.
+func throughputKnee(p []LadderPoint, minGain float64) int {
+	if len(p) < 2 {
+		return -1
+	}
+	var s0 float64
+	if p[0].Load > 0 {
+		s0 = p[0].Throughput / p[0].Load
+	} else {
+		s0 = slope(p[0], p[1])
+	}
+	if s0 <= 0 || math.IsNaN(s0) {
+		return -1
+	}
+	for i := 1; i < len(p); i++ {
+		if slope(p[i-1], p[i]) < minGain*s0 {
+			return i - 1
+		}
+	}
+	return -1
+}
+
+func slope(a, b LadderPoint) float64 {
+	if b.Load == a.Load {
+		return math.Inf(1)
+	}
+	return (b.Throughput - a.Throughput) / (b.Load - a.Load)
+}
+
+// latencyKnee returns the first index whose TTFT or E2E P99 exceeds factor ×
+// the lowest-load value of the same metric, and the metric's name.
+func latencyKnee(p []LadderPoint, factor float64) (int, string) {
+	first := func(get func(LadderPoint) float64) int {
+		base := math.NaN()
+		for i, q := range p {
+			v := get(q)
+			if !(v > 0) {
+				continue
+			}
+			if math.IsNaN(base) {
+				base = v
+				continue
+			}
+			if v > factor*base {
+				return i
+			}
+		}
+		return -1
+	}
+	t := first(func(q LadderPoint) float64 { return q.TTFTP99 })
+	e := first(func(q LadderPoint) float64 { return q.E2EP99 })
+	switch {
+	case t < 0 && e < 0:
+		return -1, ""
+	case e < 0 || (t >= 0 && t <= e):
+		return t, "ttft_p99"
+	default:
+		return e, "e2e_p99"
+	}
+}
+
+// Curve shapes for Kneedle.
+const (
+	Concave = iota // increasing and flattening: throughput vs load
+	Convex         // increasing and steepening: latency vs load
+)
+
+// Kneedle finds the knee (Concave) or elbow (Convex) of an increasing curve
+// by the Kneedle method (Satopää et al., ICDCS 2011): normalise x and y to
+// [0,1] and take the point farthest from the diagonal on the curve's side.
+// x must be ascending. It returns -1 when the curve is too short, not
+// increasing, or never departs from the diagonal by more than 0.1 (a
+// straight line has no knee).
+func Kneedle(x, y []float64, shape int) int {
+	n := len(x)
+	if n < 3 || len(y) != n {
+		return -1
+	}
+	x0, x1 := x[0], x[n-1]
+	y0, y1 := math.Inf(1), math.Inf(-1)
+	for _, v := range y {
+		if math.IsNaN(v) {
+			return -1
+		}
+		y0, y1 = math.Min(y0, v), math.Max(y1, v)
+	}
+	if x1 <= x0 || y1 <= y0 {
+		return -1
+	}
+	best, bestD := -1, 0.1
+	for i := range x {
+		xn := (x[i] - x0) / (x1 - x0)
+		yn := (y[i] - y0) / (y1 - y0)
+		d := yn - xn
+		if shape == Convex {
+			d = xn - yn
+		}
+		if d > bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
+}
+
+func ptr(v float64) *float64 { return &v }

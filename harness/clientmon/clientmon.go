@@ -1,0 +1,435 @@
+// Package clientmon watches the load client itself while it runs, so that a
+// result can say whether the client, not the server, was the bottleneck.
+//
+// A Monitor samples the client process on a ticker (process and host CPU with
+// gopsutil, RSS, threads, file descriptors, inet sockets, goroutines, GC
+// pauses and Go scheduler latency from runtime/metrics) and keeps the samples
+// in a buffer that the sampling loop never blocks on; a separate flusher
+// writes them as JSON lines (DIR/client.jsonl). Steps of a run are bracketed
+// by Begin/End (or the harness's StepStarted/StepEnded), and End judges the
+// step against a table of rules: CPU at or above a share of the available
+// cores, schedule lag p99 above a bound, Go scheduler latency p99 above a
+// bound, file descriptors near their limit. A step that breaks any rule is
+// client-bound, and the reason says which rule, with the measured figure, in
+// plain words.
+//
+// When the mock runs in the same process as the client (testbed calibrate
+// without --url), the process CPU includes the mock's; a verdict is then
+// about the pair, which the caller must say.
+package clientmon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the client-bound rules.
+const (
+	DefaultInterval        = time.Second
+	DefaultCPUThreshold    = 0.85 // share of the available cores
+	DefaultMaxScheduleLag  = time.Millisecond
+	DefaultMaxSchedLatency = time.Millisecond
+	DefaultFDShare         = 0.90 // share of RLIMIT_NOFILE
+)
+
+// LagUnknown is passed to End when the caller has no schedule lag figure.
+const LagUnknown time.Duration = -1
+
+// Option configures a Monitor.
+type Option func(*Monitor)
+
+// WithInterval sets the sampling period (default 1 s). Shorter periods cost
+// more: each sample reads /proc, and the socket count walks every descriptor.
+func WithInterval(d time.Duration) Option { return func(m *Monitor) { m.interval = d } }
+
+// WithCPUThreshold sets the share (0..1] of the available cores at which a
+// step is client-bound (default 0.85).
+func WithCPUThreshold(share float64) Option { return func(m *Monitor) { m.cpuShare = share } }
+
+// WithMaxScheduleLag sets the schedule-lag p99 above which a step is
+// client-bound (default 1 ms).
+func WithMaxScheduleLag(d time.Duration) Option { return func(m *Monitor) { m.maxLag = d } }
+
+// WithMaxSchedLatency sets the Go scheduler latency p99 (runnable goroutine
+// waiting for a thread) above which a step is client-bound (default 1 ms):
+// a goroutine that waits that long to run takes its timestamps that late.
+// Zero turns the rule off.
+func WithMaxSchedLatency(d time.Duration) Option { return func(m *Monitor) { m.maxSched = d } }
+
+// WithCores overrides the available cores (default AvailableCores()).
+func WithCores(n float64) Option { return func(m *Monitor) { m.cores = n } }
+
+// WithOutput writes samples and step verdicts as JSON lines to w. The caller
+// keeps ownership of w.
+func WithOutput(w io.Writer) Option { return func(m *Monitor) { m.out = w } }
+
+// WithFile writes samples and step verdicts as JSON lines to the file at
+// path, created by New and closed by Stop.
+func WithFile(path string) Option { return func(m *Monitor) { m.path = path } }
+
+// WithWarnings prints one line per client-bound step to w (the terminal).
+func WithWarnings(w io.Writer) Option { return func(m *Monitor) { m.warn = w } }
+
+// WithSockets turns the socket count on or off (default on). Counting walks
+// the process's descriptors and /proc/net tables, which at tens of thousands
+// of connections costs noticeable CPU per sample.
+func WithSockets(on bool) Option { return func(m *Monitor) { m.sockets = on } }
+
+// Verdict is the monitor's judgement of one step, also written to
+// client.jsonl (kind "step").
+type Verdict struct {
+	Kind     string  `json:"kind"` // always "step"
+	Step     string  `json:"step"`
+	Duration float64 `json:"duration_s"`
+	Cores    float64 `json:"available_cores"`
+	// CPUPercent is the mean process CPU over the step, 100 = one core.
+	CPUPercent float64 `json:"process_cpu_percent"`
+	// CPUOfAvailable is CPUPercent over the available cores, 0..100.
+	CPUOfAvailable float64 `json:"process_cpu_of_available_percent"`
+	// PeakCPUOfAvailable is the highest sampled interval during the step.
+	PeakCPUOfAvailable float64 `json:"peak_process_cpu_of_available_percent"`
+	PeakHostCPU        float64 `json:"peak_host_cpu_percent"`
+	// ScheduleLagP99MS is the harness's figure; -1 when it gave none.
+	ScheduleLagP99MS  float64 `json:"schedule_lag_p99_ms"`
+	SchedLatencyP99MS float64 `json:"sched_latency_p99_ms"`
+	GCPauseMaxMS      float64 `json:"gc_pause_max_ms"`
+	PeakFDs           int32   `json:"peak_fds"`
+	PeakSockets       int     `json:"peak_sockets"`
+	PeakGoroutines    uint64  `json:"peak_goroutines"`
+	PeakRSS           uint64  `json:"peak_rss_bytes"`
+	Samples           int     `json:"samples"`
+
+	ClientBound bool     `json:"client_bound"`
+	Reasons     []string `json:"reasons,omitempty"`
+}
+
+// Reason is the verdict's reasons as one sentence ("" when not client-bound).
+func (v Verdict) Reason() string { return strings.Join(v.Reasons, "; ") }
+
+// Monitor samples the client process. Create it with New; call Stop once the
+// run is over. Its methods are safe for concurrent use.
+type Monitor struct {
+	interval  time.Duration
+	cpuShare  float64
+	maxLag    time.Duration
+	maxSched  time.Duration
+	cores     float64
+	out       io.Writer
+	path      string
+	warn      io.Writer
+	sockets   bool
+	fdLimit   uint64
+	startTime time.Time
+
+	smu     sync.Mutex // guards s (the sampler is not concurrent)
+	s       *sampler
+	cpuBase time.Duration // process CPU at New, to report whole-run CPU
+
+	mu      sync.Mutex
+	buf     []any // samples and verdicts not yet written
+	current string
+	steps   map[string]*stepAcc
+	dropped int // records lost to write errors
+	werr    error
+
+	file     *os.File
+	w        *bufio.Writer
+	stop     chan struct{}
+	done     sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// stepAcc accumulates what the monitor sees during one step.
+type stepAcc struct {
+	start    time.Time
+	cpuStart time.Duration
+	cpuOK    bool
+	sched    histDelta
+	v        Verdict
+	cpuSum   float64 // of sampled process CPU, fallback for the mean
+}
+
+// New starts a Monitor: it takes a first sample at once and then one per
+// interval until Stop.
+func New(opts ...Option) (*Monitor, error) {
+	m := &Monitor{
+		interval: DefaultInterval,
+		cpuShare: DefaultCPUThreshold,
+		maxLag:   DefaultMaxScheduleLag,
+		maxSched: DefaultMaxSchedLatency,
+		sockets:  true,
+		steps:    map[string]*stepAcc{},
+		stop:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	switch {
+	case m.interval <= 0:
+		return nil, fmt.Errorf("clientmon: interval %v must be positive", m.interval)
+	case m.cpuShare <= 0 || m.cpuShare > 1:
+		return nil, fmt.Errorf("clientmon: CPU threshold %v must be in (0, 1]", m.cpuShare)
+	case m.maxLag < 0, m.maxSched < 0:
+		return nil, fmt.Errorf("clientmon: latency bounds must not be negative")
+	}
+	if m.cores <= 0 {
+		m.cores = AvailableCores()
+	}
+	m.fdLimit = fdLimit()
+	m.startTime = time.Now()
+	m.cpuBase, _ = processCPU()
+	s, err := newSampler(m.startTime, m.cores, m.sockets)
+	if err != nil {
+		return nil, err
+	}
+	m.s = s
+	if m.path != "" {
+		f, err := os.Create(m.path)
+		if err != nil {
+			return nil, fmt.Errorf("clientmon: samples file: %w", err)
+		}
+		m.file, m.out = f, f
+	}
+	if m.out != nil {
+		m.w = bufio.NewWriterSize(m.out, 64<<10)
+	}
+	m.done.Add(2)
+	go m.sampleLoop()
+	go m.flushLoop()
+	return m, nil
+}
+
+// sampleLoop takes a sample per tick. It only appends to the buffer, so a
+// slow disk never delays a sample.
+func (m *Monitor) sampleLoop() {
+	defer m.done.Done()
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.sampleNow()
+		}
+	}
+}
+
+// flushLoop writes the buffer out every few intervals.
+func (m *Monitor) flushLoop() {
+	defer m.done.Done()
+	every := 5 * m.interval
+	if every > 5*time.Second {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.flush()
+		}
+	}
+}
+
+// sampleNow takes one sample, attributes it to the running step and buffers it.
+func (m *Monitor) sampleNow() Sample {
+	m.mu.Lock()
+	step := m.current
+	m.mu.Unlock()
+
+	m.smu.Lock()
+	smp := m.s.take(context.Background(), step)
+	sched := m.s.lastSched
+	m.smu.Unlock()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if acc := m.steps[smp.Step]; acc != nil && smp.Step != "" {
+		acc.observe(smp, sched)
+	}
+	m.buf = append(m.buf, smp)
+	return smp
+}
+
+func (a *stepAcc) observe(s Sample, sched histDelta) {
+	v := &a.v
+	v.Samples++
+	a.cpuSum += s.CPU
+	v.PeakCPUOfAvailable = max(v.PeakCPUOfAvailable, s.CPUOf)
+	v.PeakHostCPU = max(v.PeakHostCPU, s.Host)
+	v.GCPauseMaxMS = max(v.GCPauseMaxMS, s.GCPauseMaxMS)
+	v.PeakFDs = max(v.PeakFDs, s.FDs)
+	v.PeakSockets = max(v.PeakSockets, s.Socket)
+	v.PeakGoroutines = max(v.PeakGoroutines, s.Goroutines)
+	v.PeakRSS = max(v.PeakRSS, s.RSS)
+	a.sched = a.sched.merge(sched)
+}
+
+// Begin marks the start of step name. It takes a sample at once, so that
+// the previous interval is not counted in this step.
+func (m *Monitor) Begin(name string) {
+	m.sampleNow()
+	cpu, ok := processCPU()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.steps[name] = &stepAcc{start: time.Now(), cpuStart: cpu, cpuOK: ok, v: Verdict{Kind: "step", Step: name, Cores: m.cores}}
+	m.current = name
+}
+
+// End closes step name and judges it. scheduleLagP99 is the harness's
+// schedule lag p99 for the step, or LagUnknown. Ending a step that was never
+// begun returns a verdict with no figures and ClientBound false.
+func (m *Monitor) End(name string, scheduleLagP99 time.Duration) Verdict {
+	m.mu.Lock()
+	acc := m.steps[name]
+	m.mu.Unlock()
+	if acc == nil {
+		return Verdict{Kind: "step", Step: name, ScheduleLagP99MS: -1}
+	}
+	cpuEnd, ok := processCPU()
+	m.sampleNow() // the last interval belongs to this step
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.steps, name)
+	if m.current == name {
+		m.current = ""
+	}
+	v := acc.v
+	wall := time.Since(acc.start)
+	v.Duration = round3(wall.Seconds())
+	switch {
+	case ok && acc.cpuOK && wall > 0:
+		v.CPUPercent = round2(100 * float64(cpuEnd-acc.cpuStart) / float64(wall))
+	case v.Samples > 0:
+		v.CPUPercent = round2(acc.cpuSum / float64(v.Samples))
+	}
+	v.CPUOfAvailable = round2(v.CPUPercent / m.cores)
+	v.ScheduleLagP99MS = -1
+	if scheduleLagP99 >= 0 {
+		v.ScheduleLagP99MS = round3(float64(scheduleLagP99) / 1e6)
+	}
+	v.SchedLatencyP99MS = round3(acc.sched.quantile(0.99) * 1e3)
+	for _, r := range m.rules() {
+		if bad, why := r(v); bad {
+			v.ClientBound = true
+			v.Reasons = append(v.Reasons, why)
+		}
+	}
+	m.buf = append(m.buf, v)
+	if v.ClientBound && m.warn != nil {
+		fmt.Fprintf(m.warn, "warning: step %s is client-bound, its latencies include the client's own delay: %s\n", name, v.Reason())
+	}
+	return v
+}
+
+// rule reports whether a step broke it, and why in plain words.
+type rule func(v Verdict) (bool, string)
+
+// rules is the client-bound rule table, each bound by the monitor's options.
+func (m *Monitor) rules() []rule {
+	return []rule{
+		// The process used (nearly) all the cores it may use: requests and
+		// token reads queued behind each other inside the client.
+		func(v Verdict) (bool, string) {
+			return v.CPUOfAvailable >= 100*m.cpuShare, fmt.Sprintf(
+				"client CPU %.0f%% of %g available cores (limit %.0f%%)", v.CPUOfAvailable, m.cores, 100*m.cpuShare)
+		},
+		// Requests left later than planned.
+		func(v Verdict) (bool, string) {
+			lag := time.Duration(v.ScheduleLagP99MS * 1e6)
+			return v.ScheduleLagP99MS >= 0 && lag > m.maxLag, fmt.Sprintf(
+				"schedule lag p99 %.2f ms > %.2f ms: requests were sent late", v.ScheduleLagP99MS, ms(m.maxLag))
+		},
+		// Goroutines waited for a thread: their timestamps are late by as much.
+		func(v Verdict) (bool, string) {
+			lat := time.Duration(v.SchedLatencyP99MS * 1e6)
+			return m.maxSched > 0 && lat > m.maxSched, fmt.Sprintf(
+				"Go scheduler latency p99 %.2f ms > %.2f ms: goroutines waited to run, so timestamps may be late", v.SchedLatencyP99MS, ms(m.maxSched))
+		},
+		// Near the descriptor limit, new connections fail as client errors.
+		func(v Verdict) (bool, string) {
+			return m.fdLimit > 0 && float64(v.PeakFDs) >= DefaultFDShare*float64(m.fdLimit), fmt.Sprintf(
+				"%d open file descriptors of a limit of %d (ulimit -n)", v.PeakFDs, m.fdLimit)
+		},
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// Sample takes a sample now, outside the ticker, and buffers it like the others.
+func (m *Monitor) Sample() Sample { return m.sampleNow() }
+
+// CPUSince is the process's CPU time since New, and whether it is known.
+func (m *Monitor) CPUSince() (time.Duration, bool) {
+	c, ok := processCPU()
+	return c - m.cpuBase, ok
+}
+
+// flush writes the buffered records. A write error is kept (returned by
+// Stop) and the records it lost are counted, never dropped silently.
+func (m *Monitor) flush() {
+	m.mu.Lock()
+	recs := m.buf
+	m.buf = nil
+	m.mu.Unlock()
+	if m.w == nil || len(recs) == 0 {
+		return
+	}
+	enc := json.NewEncoder(m.w)
+	for i, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			m.mu.Lock()
+			m.dropped += len(recs) - i
+			if m.werr == nil {
+				m.werr = fmt.Errorf("clientmon: write samples: %w", err)
+			}
+			m.mu.Unlock()
+			return
+		}
+	}
+	if err := m.w.Flush(); err != nil {
+		m.mu.Lock()
+		if m.werr == nil {
+			m.werr = fmt.Errorf("clientmon: write samples: %w", err)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// Stop ends sampling, takes a last sample, writes everything buffered and
+// closes the file it opened. It is safe to call more than once; later calls
+// return the first call's result.
+func (m *Monitor) Stop() error {
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		m.done.Wait()
+		m.sampleNow()
+		m.flush()
+		var errs []error
+		m.mu.Lock()
+		if m.werr != nil {
+			errs = append(errs, fmt.Errorf("%w (%d records lost)", m.werr, m.dropped))
+		}
+		m.mu.Unlock()
+		if m.file != nil {
+			if err := m.file.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("clientmon: close samples file: %w", err))
+			}
+		}
+		m.stopErr = errors.Join(errs...)
+	})
+	return m.stopErr
+}

@@ -1,0 +1,29 @@
+package harness
+
+import "time"
+
+// StepInfo identifies one step of a run for a StepMonitor.
+type StepInfo struct {
+	Index       int       // position of the step in the run, from 0
+	Target      string    // target name
+	Scenario    string    // e.g. "concurrency" or "rate"
+	Concurrency int       // closed-loop workers; 0 for open loop
+	Rate        float64   // open-loop requests per second; 0 for closed loop
+	Start       time.Time // when the step began (wall and monotonic)
+	End         time.Time // when the step ended; zero in StepStarted
+}
+
+// StepMonitor watches the client process during each step, so a result can
+// say whether the client itself was the bottleneck. Run calls StepStarted
+// before the step's first request and StepEnded after its last response;
+// the verdict lands in the step's summary as client_bound and
+// client_bound_reason. Calls come from one goroutine, in step order.
+type StepMonitor interface {
+	StepStarted(step StepInfo)
+	StepEnded(step StepInfo) (clientBound bool, reason string)
+}
+
+// WithStepMonitor makes Run report each step to m.
+func WithStepMonitor(m StepMonitor) RunOption {
+	return func(o *runOptions) { o.monitors = append(o.monitors, m) }
+}
