@@ -80,3 +80,7 @@ var (
 	// ErrClosed is returned after the scheduler was closed.
 	ErrClosed = errors.New("engine: closed")
 )
+
+// ErrTooLong is returned by Start when prompt plus output tokens exceed the
+// profile's MaxModelLen.
+var ErrTooLong = errors.New("engine: request exceeds max_model_len")
