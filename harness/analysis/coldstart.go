@@ -15,8 +15,9 @@ type ColdWarm struct {
 	Ratio   float64  `json:"ratio"`        // ColdP50 / WarmP50
 	ColdCI  Interval `json:"cold_p50_ci"`
 	WarmCI  Interval `json:"warm_p50_ci"`
-	// Significant is true when the two medians' confidence intervals do not
-	// overlap: the cold penalty is real, not sampling noise.
+	// Significant is true when both medians have a two-sided confidence
+	// interval and the intervals do not overlap: the cold penalty is real,
+	// not sampling noise.
 	Significant bool `json:"significant"`
 }
 
@@ -33,7 +34,7 @@ func CompareColdWarm(target string, cold, warm []float64) ColdWarm {
 	if c.WarmP50 > 0 {
 		c.Ratio = c.ColdP50 / c.WarmP50
 	}
-	c.Significant = len(cold) > 0 && len(warm) > 0 &&
+	c.Significant = c.ColdCI.Adequate && c.WarmCI.Adequate &&
 		(c.ColdCI.Lo > c.WarmCI.Hi || c.WarmCI.Lo > c.ColdCI.Hi)
 	return c
 }

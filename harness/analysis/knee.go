@@ -199,8 +199,9 @@ const (
 // by the Kneedle method (Satopää et al., ICDCS 2011): normalise x and y to
 // [0,1] and take the point farthest from the diagonal on the curve's side.
 // x must be ascending. It returns -1 when the curve is too short, not
-// increasing, or never departs from the diagonal by more than 0.1 (a
-// straight line has no knee).
+// increasing, moves less than 10 % of its size (noise around a level), or
+// never departs from the diagonal by more than 0.1 (a straight line has no
+// knee).
 func Kneedle(x, y []float64, shape int) int {
 	n := len(x)
 	if n < 3 || len(y) != n {
@@ -214,7 +215,9 @@ func Kneedle(x, y []float64, shape int) int {
 		}
 		y0, y1 = math.Min(y0, v), math.Max(y1, v)
 	}
-	if x1 <= x0 || y1 <= y0 {
+	// A curve that barely moves (noise around a level) or does not rise
+	// end to end has no knee to speak of.
+	if x1 <= x0 || y1-y0 < 0.1*math.Abs(y1) || y[n-1]-y[0] < 0.5*(y1-y0) {
 		return -1
 	}
 	best, bestD := -1, 0.1

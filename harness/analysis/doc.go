@@ -1,0 +1,30 @@
+// Package analysis turns a run's steps and records into the conclusions a
+// practitioner would otherwise draw by hand: the knee of every load ladder
+// (where throughput stops growing and where P99 takes off, and the best
+// operating point before either), the bend of the long-context TTFT curve,
+// the cold-start penalty, per-step error and timeout rates, streaming
+// anomalies read from chunk gaps, and distribution-free confidence
+// intervals for every reported percentile with the sample size each needs.
+//
+// The functions here are pure: they take plain numbers (LadderPoint,
+// ContextPoint, StreamSample, samples in ms) so they are testable with
+// known answers. The result is written as DIR/analysis.json, so scripts and
+// later reports read the same conclusions the report prints.
+//
+// Methods, in one place:
+//   - Throughput knee: the slope from no load to the first step is the
+//     initial slope; the knee is the last load before the first segment
+//     whose marginal gain per load unit is below KneeOptions.MinGain (0.2) of
+//     it.
+//   - Latency knee: the first load where TTFT P99 or E2E P99 exceeds
+//     KneeOptions.LatencyFactor (2) × its lowest-load value. The Kneedle
+//     elbow (Satopää et al. 2011) of the E2E P99 curve is reported beside it.
+//   - Best operating point: the highest load at or before the throughput
+//     knee and before the latency knee whose step met every SLO with at most
+//     KneeOptions.MaxErrorRate (1 %) errors.
+//   - Long-context bend: the last bucket before a segment whose TTFT cost per
+//     token exceeds 1.5 × the first segment's.
+//   - Percentile intervals: order statistics X(l) ≤ ξp ≤ X(u) with binomial
+//     coverage, each tail ≤ α/2; a percentile is adequately sampled when
+//     both ranks exist (n ≥ ln(α/2)/ln(max(p, 1−p))).
+package analysis
