@@ -11,6 +11,10 @@ type StepInfo struct {
 	Rate        float64   // open-loop requests per second; 0 for closed loop
 	Start       time.Time // when the step began (wall and monotonic)
 	End         time.Time // when the step ended; zero in StepStarted
+	// ScheduleLagP99 is the p99 of send − intended time over the step's
+	// requests (warm-up included: the client's delay matters there too);
+	// set in StepEnded, so a monitor can flag a client that sent late.
+	ScheduleLagP99 time.Duration
 }
 
 // StepMonitor watches the client process during each step, so a result can
