@@ -133,12 +133,13 @@ type Monitor struct {
 	s       *sampler
 	cpuBase time.Duration // process CPU at New, to report whole-run CPU
 
-	mu      sync.Mutex
-	buf     []any // samples and verdicts not yet written
-	current string
-	steps   map[string]*stepAcc
-	dropped int // records lost to write errors
-	werr    error
+	mu       sync.Mutex
+	buf      []any // samples and verdicts not yet written
+	current  string
+	steps    map[string]*stepAcc
+	verdicts []Verdict
+	dropped  int // records lost to write errors
+	werr     error
 
 	file     *os.File
 	w        *bufio.Writer
@@ -329,6 +330,7 @@ func (m *Monitor) End(name string, scheduleLagP99 time.Duration) Verdict {
 		}
 	}
 	m.buf = append(m.buf, v)
+	m.verdicts = append(m.verdicts, v)
 	if v.ClientBound && m.warn != nil {
 		fmt.Fprintf(m.warn, "warning: step %s is client-bound, its latencies include the client's own delay: %s\n", name, v.Reason())
 	}
@@ -368,6 +370,13 @@ func (m *Monitor) rules() []rule {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// Verdicts returns the verdicts of the steps ended so far, in order.
+func (m *Monitor) Verdicts() []Verdict {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Verdict(nil), m.verdicts...)
+}
 
 // Sample takes a sample now, outside the ticker, and buffers it like the others.
 func (m *Monitor) Sample() Sample { return m.sampleNow() }

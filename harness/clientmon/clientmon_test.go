@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"testbed/harness"
 )
 
 // burn keeps one goroutine busy on the CPU for d of wall time.
@@ -234,5 +236,26 @@ func TestAvailableCores(t *testing.T) {
 	c := AvailableCores()
 	if c <= 0 || c > float64(runtime.NumCPU()) || c > float64(runtime.GOMAXPROCS(0)) {
 		t.Fatalf("AvailableCores() = %v with %d CPUs, GOMAXPROCS %d", c, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	}
+}
+
+// The harness hook names the step and passes the harness's schedule lag on.
+func TestHarnessHook(t *testing.T) {
+	t.Parallel()
+	m, err := New(WithInterval(time.Hour), WithMaxSchedLatency(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	var mon harness.StepMonitor = m
+	step := harness.StepInfo{Index: 3, Target: "mock", Scenario: "rate", Rate: 50, Start: time.Now()}
+	mon.StepStarted(step)
+	step.End, step.ScheduleLagP99 = time.Now(), 2500*time.Microsecond
+	bound, why := mon.StepEnded(step)
+	if !bound || !strings.Contains(why, "schedule lag p99 2.50 ms") {
+		t.Fatalf("StepEnded = %v, %q; want bound by schedule lag", bound, why)
+	}
+	if vs := m.Verdicts(); len(vs) != 1 || vs[0].Step != "3 mock r=50" {
+		t.Fatalf("verdicts %+v, want one for step \"3 mock r=50\"", vs)
 	}
 }
