@@ -42,7 +42,7 @@ func New(p Profile, opts ...Option) (Scheduler, error) {
 	case ModeFixed:
 		return newFixed(p, o), nil
 	case ModeEngine:
-		return nil, fmt.Errorf("profile: mode: %q is not implemented yet", p.Mode)
+		return newStep(p, o), nil
 	}
 	return nil, fmt.Errorf("profile: mode: unsupported %q", p.Mode)
 }
