@@ -14,6 +14,22 @@ build:
 bin/testbed-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/testbed-static ./cmd/testbed
 
+# The testbed image, FROM scratch around bin/testbed-static (see docker/Dockerfile).
+# bin/image is the whole build context, so nothing else of the tree reaches the
+# daemon. -B rebuilds the binary every time: its rule has no prerequisites, and
+# an image around a stale binary is the worst kind of wrong.
+IMAGE    ?= testbed:latest
+CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
+
+image:
+	$(MAKE) -B bin/testbed-static
+	rm -rf bin/image && mkdir -p bin/image/empty
+	cp docker/Dockerfile bin/image/Dockerfile
+	cp bin/testbed-static bin/image/testbed
+	if [ -r "$(CA_CERTS)" ]; then cp "$(CA_CERTS)" bin/image/ca-certificates.crt; \
+	else echo "warning: no CA bundle at $(CA_CERTS); the image cannot verify TLS" >&2; : > bin/image/ca-certificates.crt; fi
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) bin/image
+
 test: vet fmt-check
 	$(GO) test -race -timeout 20m ./...
 
