@@ -1,0 +1,495 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"testbed/harness/sse"
+	"testbed/mockllm/tokens"
+)
+
+// client sends one target's requests and times them.
+type client struct {
+	hc      *http.Client
+	tr      *http.Transport
+	target  Target
+	url     [2]string      // [0] non-streaming, [1] streaming endpoint
+	header  [2]http.Header // the same split; shared, read-only: copied per request
+	t0      time.Time
+	idle    time.Duration
+	request time.Duration
+	retry   Retry
+}
+
+var errIdle = errors.New("no data from the server within the idle timeout")
+
+// newClient builds a client for t. maxConns is the highest concurrency the
+// run will reach, so the transport keeps at least that many connections
+// alive: a pool smaller than the load would make requests queue inside the
+// client and hide it.
+func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int) (*client, error) {
+	tlsConf := &tls.Config{InsecureSkipVerify: p.TLS.InsecureSkipVerify} //nolint:gosec // opt-in for self-signed test servers
+	if p.TLS.CAFile != "" {
+		pem, err := os.ReadFile(p.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", p.TLS.CAFile)
+		}
+		tlsConf.RootCAs = pool
+	}
+	dialer := &net.Dialer{Timeout: p.Timeouts.Connect.D(), KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:               nil, // a proxy would add its own latency to every number
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: p.Timeouts.Connect.D(),
+		MaxIdleConns:        0, // no limit
+		MaxIdleConnsPerHost: max(maxConns, 2) + 16,
+		MaxConnsPerHost:     0, // no limit
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // SSE must arrive as written, not through gzip
+		DisableKeepAlives:   connection == "new",
+		ReadBufferSize:      16 << 10,
+	}
+	var protos http.Protocols
+	if p.HTTP == "2" {
+		protos.SetHTTP2(true)
+		protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge for http:// targets
+	} else {
+		protos.SetHTTP1(true)
+	}
+	tr.Protocols = &protos
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"testbed"}}
+	for k, v := range t.Headers {
+		h.Set(k, v)
+	}
+	if t.APIKeyEnv != "" {
+		h.Set("Authorization", "Bearer "+os.Getenv(t.APIKeyEnv))
+	}
+	hs := h.Clone()
+	hs.Set("Accept", "text/event-stream")
+	return &client{
+		hc: &http.Client{Transport: tr}, tr: tr, target: t,
+		url: [2]string{endpoint(t, false), endpoint(t, true)}, header: [2]http.Header{h, hs},
+		t0: t0, idle: p.Timeouts.Idle.D(), request: p.Timeouts.Request.D(), retry: p.Retry,
+	}, nil
+}
+
+// endpoint is the request URL for t; base URLs may or may not end in /v1.
+func endpoint(t Target, stream bool) string {
+	base := strings.TrimRight(t.URL, "/")
+	switch t.API {
+	case APITGI:
+		base = strings.TrimSuffix(base, "/v1")
+		if stream {
+			return base + "/generate_stream"
+		}
+		return base + "/generate"
+	default:
+		if !strings.HasSuffix(base, "/v1") {
+			base += "/v1"
+		}
+		if t.API == APICompletions {
+			return base + "/completions"
+		}
+		return base + "/chat/completions"
+	}
+}
+
+// preflight checks that the target answers HTTP at all, before any load.
+// Any response counts, even 404: only an unreachable server is an error.
+func (c *client) preflight(ctx context.Context) error {
+	u := strings.TrimRight(c.target.URL, "/")
+	if c.target.API == APITGI {
+		u = strings.TrimSuffix(u, "/v1") + "/info"
+	} else {
+		if !strings.HasSuffix(u, "/v1") {
+			u += "/v1"
+		}
+		u += "/models"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("target %q: %w", c.target.Name, err)
+	}
+	for k, v := range c.header[0] {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("target %q is unreachable at %s: %w", c.target.Name, c.target.URL, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return nil
+}
+
+func (c *client) since() int64 { return int64(time.Since(c.t0)) }
+
+// readerPool keeps SSE readers (and their buffers) across requests.
+var readerPool = sync.Pool{New: func() any { return sse.NewReader(nil) }}
+
+// do sends rq and fills rec; on 429 it retries as the policy allows,
+// keeping rec.IntendedNS so the wait counts in latency from schedule.
+func (c *client) do(ctx context.Context, rq *Request, rec *Record) {
+	for attempt := 1; ; attempt++ {
+		c.once(ctx, rq, rec)
+		if rec.ErrorClass != ErrRateLimited || attempt > c.retry.RateLimited {
+			if attempt > 1 {
+				rec.Attempts = attempt
+			}
+			return
+		}
+		wait := time.Duration(rec.RetryAfterMS) * time.Millisecond
+		if wait <= 0 {
+			wait = time.Second
+		}
+		wait = min(wait, c.retry.MaxWait.D())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			rec.ErrorClass, rec.Error, rec.Attempts = ErrCancelled, "run interrupted while waiting to retry a 429", attempt
+			rec.DoneNS = c.since()
+			return
+		case <-t.C:
+		}
+		keep := *rec
+		*rec = Record{
+			ID: keep.ID, Target: keep.Target, Step: keep.Step, Scenario: keep.Scenario, Concurrency: keep.Concurrency,
+			Rate: keep.Rate, API: keep.API, Stream: keep.Stream, Warmup: keep.Warmup, IntendedNS: keep.IntendedNS,
+			CapWaitNS: keep.CapWaitNS, NInPlanned: keep.NInPlanned, MaxTokens: keep.MaxTokens, ChunkGapsNS: keep.ChunkGapsNS[:0],
+		}
+	}
+}
+
+// traceTimes collects httptrace events. They fire on the transport's own
+// goroutines (dial, write and read loops), hence the atomics.
+type traceTimes struct {
+	c                                     *client
+	dnsStart, dnsDone, connStart, connEnd atomic.Int64
+	tlsStart, tlsDone                     atomic.Int64
+	gotConn, wrote, firstByte             atomic.Int64
+	reused                                atomic.Bool
+}
+
+func (tt *traceTimes) trace() *httptrace.ClientTrace {
+	now := tt.c.since
+	return &httptrace.ClientTrace{
+		DNSStart:          func(httptrace.DNSStartInfo) { tt.dnsStart.Store(now()) },
+		DNSDone:           func(httptrace.DNSDoneInfo) { tt.dnsDone.Store(now()) },
+		ConnectStart:      func(string, string) { tt.connStart.CompareAndSwap(0, now()) },
+		ConnectDone:       func(string, string, error) { tt.connEnd.Store(now()) },
+		TLSHandshakeStart: func() { tt.tlsStart.Store(now()) },
+		TLSHandshakeDone:  func(tls.ConnectionState, error) { tt.tlsDone.Store(now()) },
+		GotConn: func(i httptrace.GotConnInfo) {
+			tt.gotConn.CompareAndSwap(0, now())
+			tt.reused.Store(i.Reused)
+		},
+		WroteRequest:         func(httptrace.WroteRequestInfo) { tt.wrote.Store(now()) },
+		GotFirstResponseByte: func() { tt.firstByte.CompareAndSwap(0, now()) },
+	}
+}
+
+func (tt *traceTimes) fill(rec *Record) {
+	d := func(a, b *atomic.Int64) int64 {
+		if x, y := a.Load(), b.Load(); x > 0 && y >= x {
+			return y - x
+		}
+		return 0
+	}
+	rec.DNSNS, rec.ConnectNS, rec.TLSNS = d(&tt.dnsStart, &tt.dnsDone), d(&tt.connStart, &tt.connEnd), d(&tt.tlsStart, &tt.tlsDone)
+	rec.SentNS, rec.WroteNS, rec.FirstByteNS = tt.gotConn.Load(), tt.wrote.Load(), tt.firstByte.Load()
+	rec.ConnReused = tt.reused.Load()
+}
+
+// once sends rq one time. t_send is taken when the transport hands over
+// the connection, just before it writes the request: the server cannot
+// see the request earlier, so client TTFT can never undercut the server's.
+func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(c.request, func() { cancel(context.DeadlineExceeded) })
+	defer deadline.Stop()
+	idle := time.AfterFunc(c.idle, func() { cancel(errIdle) })
+	defer idle.Stop()
+
+	tt := &traceTimes{c: c}
+	mode := 0
+	if rec.Stream {
+		mode = 1
+	}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(reqCtx, tt.trace()), http.MethodPost, c.url[mode], bytes.NewReader(rq.Body))
+	if err != nil {
+		c.fail(ctx, reqCtx, rec, tt, err)
+		return
+	}
+	h := make(http.Header, len(c.header[mode])+1)
+	for k, v := range c.header[mode] {
+		h[k] = v
+	}
+	h["X-Request-Id"] = []string{rec.ID}
+	hreq.Header = h
+	hreq.ContentLength = int64(len(rq.Body))
+
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		c.fail(ctx, reqCtx, rec, tt, err)
+		return
+	}
+	defer resp.Body.Close()
+	rec.Status = resp.StatusCode
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		tt.fill(rec)
+		rec.DoneNS = c.since()
+		rec.Error = errorMessage(body)
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			rec.ErrorClass = ErrRateLimited
+			rec.RetryAfterMS = retryAfter(resp.Header, time.Now())
+		case resp.StatusCode >= 500:
+			rec.ErrorClass = ErrServer
+		case resp.StatusCode >= 400:
+			rec.ErrorClass = ErrClient
+		default:
+			rec.ErrorClass = ErrOther
+		}
+		return
+	}
+	if rec.Stream {
+		c.readStream(ctx, reqCtx, resp.Body, idle, rec, tt)
+	} else {
+		c.readWhole(ctx, reqCtx, resp.Body, rec, tt)
+	}
+}
+
+// readStream times every event of a streamed response.
+func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *time.Timer, rec *Record, tt *traceTimes) {
+	rd := readerPool.Get().(*sse.Reader)
+	rd.Reset(body)
+	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
+	var (
+		first, last  int64
+		counted      int
+		lastCompl    int
+		usageSeen    bool
+		done         bool
+		finish       string
+		promptTok    int
+		complTok     int
+		streamErr    string
+		gaps         = rec.ChunkGapsNS[:0]
+		chunkTokens  []int32
+		nTokenChunks int
+	)
+	var readErr error
+	for {
+		data, err := rd.Next()
+		if err != nil {
+			readErr = err
+			break
+		}
+		now := c.since()
+		idle.Reset(c.idle)
+		ch := parseChunk(c.target.API, data)
+		if ch.errMessage != "" {
+			streamErr = ch.errMessage
+			break
+		}
+		if ch.text {
+			n := 1
+			if ch.usage && (usageSeen || nTokenChunks == 0) && ch.complTok > lastCompl {
+				n = ch.complTok - lastCompl // usage streamed with every chunk
+			}
+			if first == 0 {
+				first = now
+			} else {
+				gaps = append(gaps, now-last)
+			}
+			if n != 1 && chunkTokens == nil {
+				chunkTokens = make([]int32, nTokenChunks, cap(gaps)+1)
+				for i := range chunkTokens {
+					chunkTokens[i] = 1
+				}
+			}
+			if chunkTokens != nil {
+				chunkTokens = append(chunkTokens, int32(n))
+			}
+			nTokenChunks++
+			last = now
+			counted += n
+		}
+		if ch.usage {
+			usageSeen, promptTok, complTok, lastCompl = true, ch.promptTok, ch.complTok, ch.complTok
+		}
+		if ch.finish != "" {
+			finish = ch.finish
+		}
+		if ch.done {
+			done = true
+		}
+	}
+	tt.fill(rec)
+	rec.DoneNS = c.since()
+	rec.FirstTokenNS, rec.LastTokenNS = first, last
+	rec.ChunkGapsNS, rec.ChunkTokens = gaps, chunkTokens
+	rec.NOutCounted, rec.FinishReason = counted, finish
+	rec.NIn, rec.NOut = rec.NInPlanned, counted
+	if usageSeen {
+		rec.UsageReported = true
+		if promptTok > 0 {
+			rec.NIn = promptTok
+		}
+		rec.NOut = complTok
+		rec.NOutDiff = complTok - counted
+	}
+	switch {
+	case streamErr != "":
+		rec.ErrorClass, rec.Error = ErrServer, streamErr
+	case readErr == io.EOF && (done || finish != ""):
+		// complete
+	case readErr == io.EOF:
+		rec.ErrorClass, rec.Error = ErrStreamCut, "stream ended before its finish marker"
+	default:
+		c.classify(ctx, reqCtx, rec, readErr)
+		if rec.ErrorClass == ErrOther {
+			rec.ErrorClass = ErrStreamCut // the connection broke mid-stream
+		}
+	}
+}
+
+// readWhole reads a non-streamed response. There is no first token: the
+// whole answer arrives at once, and only E2E is defined.
+func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *Record, tt *traceTimes) {
+	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	tt.fill(rec)
+	rec.DoneNS = c.since()
+	if err != nil {
+		c.classify(ctx, reqCtx, rec, err)
+		if rec.ErrorClass == ErrOther {
+			rec.ErrorClass = ErrStreamCut
+		}
+		return
+	}
+	rec.LastTokenNS = rec.DoneNS
+	var m struct {
+		Choices []struct {
+			Text    string `json:"text"`
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage         *usage      `json:"usage"`
+		GeneratedText *string     `json:"generated_text"`
+		Details       *tgiDetails `json:"details"`
+		Error         any         `json:"error"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		rec.ErrorClass, rec.Error = ErrOther, truncate("response is not JSON: "+err.Error(), maxErrorBody)
+		return
+	}
+	if m.Error != nil {
+		rec.ErrorClass, rec.Error = ErrServer, errorMessage(b)
+		return
+	}
+	var text string
+	if len(m.Choices) > 0 {
+		text = m.Choices[0].Message.Content + m.Choices[0].Text
+		rec.FinishReason = m.Choices[0].FinishReason
+	}
+	if m.GeneratedText != nil {
+		text = *m.GeneratedText
+	}
+	// Without a stream there are no chunks to count; the mock's tokenizer
+	// (whitespace words) is the fallback count.
+	rec.NOutCounted = tokens.Count(text)
+	rec.NIn, rec.NOut = rec.NInPlanned, rec.NOutCounted
+	switch {
+	case m.Usage != nil:
+		rec.UsageReported, rec.NIn, rec.NOut = true, m.Usage.PromptTokens, m.Usage.CompletionTokens
+	case m.Details != nil && m.Details.GeneratedTokens > 0:
+		rec.UsageReported, rec.NOut = true, m.Details.GeneratedTokens
+		rec.FinishReason = m.Details.FinishReason
+		if m.Details.InputLength > 0 {
+			rec.NIn = m.Details.InputLength
+		}
+	}
+	if rec.UsageReported {
+		rec.NOutDiff = rec.NOut - rec.NOutCounted
+	}
+}
+
+// fail records a request that got no response.
+func (c *client) fail(ctx, reqCtx context.Context, rec *Record, tt *traceTimes, err error) {
+	tt.fill(rec)
+	rec.DoneNS = c.since()
+	c.classify(ctx, reqCtx, rec, err)
+	var op *net.OpError
+	if rec.ErrorClass == ErrOther && !(errors.As(err, &op) && op.Op == "dial") && rec.SentNS > 0 {
+		rec.ErrorClass = ErrStreamCut // connected, then the connection broke
+	}
+}
+
+// classify names the cause of err: the run's interruption, one of our
+// timeouts, or something else.
+func (c *client) classify(ctx, reqCtx context.Context, rec *Record, err error) {
+	var ne net.Error
+	switch cause := context.Cause(reqCtx); {
+	case ctx.Err() != nil:
+		rec.ErrorClass = ErrCancelled
+		rec.Error = "run interrupted before the request finished"
+		return
+	case errors.Is(cause, errIdle):
+		rec.ErrorClass, err = ErrTimeout, errIdle
+	case errors.Is(cause, context.DeadlineExceeded):
+		rec.ErrorClass, err = ErrTimeout, fmt.Errorf("request timeout %v exceeded", c.request)
+	case errors.As(err, &ne) && ne.Timeout():
+		rec.ErrorClass = ErrTimeout
+	default:
+		rec.ErrorClass = ErrOther
+	}
+	rec.Error = truncate(err.Error(), maxErrorBody)
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date) or OpenAI's
+// retry-after-ms, in milliseconds; 0 when absent.
+func retryAfter(h http.Header, now time.Time) int64 {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 {
+			return int64(f)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+		return int64(f * 1000)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now).Milliseconds())
+	}
+	return 0
+}

@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Pacer yields the intended send times of an open-loop step, as offsets
+// from the step's start. The runner sleeps until each absolute time and
+// starts the request in its own goroutine, so a slow response never delays
+// the next send.
+type Pacer interface {
+	// Next returns the intended offset of the next request.
+	Next() time.Duration
+}
+
+// Arrival kinds.
+const (
+	ArrivalConstant = "constant" // evenly spaced
+	ArrivalPoisson  = "poisson"  // exponential gaps
+	ArrivalGamma    = "gamma"    // gamma gaps; burstiness < 1 is burstier than Poisson, > 1 smoother
+)
+
+// NewPacer returns the pacer for rate requests per second with the given
+// arrival kind. Burstiness is the gamma shape (1 = Poisson); the mean gap
+// stays 1/rate whatever the shape. The same seed gives the same schedule.
+func NewPacer(kind string, rate, burstiness float64, seed uint64) (Pacer, error) {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return nil, fmt.Errorf("pacer: rate %v must be a positive number", rate)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x7e57bed))
+	switch kind {
+	case ArrivalConstant, "":
+		return &constantPacer{gap: 1 / rate}, nil
+	case ArrivalPoisson:
+		return &gammaPacer{r: r, shape: 1, scale: 1 / rate}, nil
+	case ArrivalGamma:
+		if !(burstiness > 0) || math.IsInf(burstiness, 0) {
+			return nil, fmt.Errorf("pacer: burstiness %v must be positive", burstiness)
+		}
+		return &gammaPacer{r: r, shape: burstiness, scale: 1 / (rate * burstiness)}, nil
+	}
+	return nil, fmt.Errorf("pacer: unknown arrival %q (want constant, poisson or gamma)", kind)
+}
+
+type constantPacer struct {
+	gap float64 // seconds
+	n   int
+}
+
+// Next computes i/rate rather than summing gaps, so rounding never drifts.
+func (p *constantPacer) Next() time.Duration {
+	d := time.Duration(float64(p.n) * p.gap * 1e9)
+	p.n++
+	return d
+}
+
+type gammaPacer struct {
+	r            *rand.Rand
+	shape, scale float64
+	t            float64 // seconds since the step's start
+	started      bool
+}
+
+// Next returns 0 for the first request, then adds gamma-distributed gaps.
+func (p *gammaPacer) Next() time.Duration {
+	if p.started {
+		if p.shape == 1 {
+			p.t += p.r.ExpFloat64() * p.scale
+		} else {
+			p.t += gammaSample(p.r, p.shape) * p.scale
+		}
+	}
+	p.started = true
+	return time.Duration(p.t * 1e9)
+}
+
+// gammaSample draws from Gamma(shape, 1) by Marsaglia and Tsang's method.
+func gammaSample(r *rand.Rand, shape float64) float64 {
+	if shape < 1 {
+		// Boost: Gamma(a) = Gamma(a+1) * U^(1/a).
+		return gammaSample(r, shape+1) * math.Pow(r.Float64(), 1/shape)
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}

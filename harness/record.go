@@ -1,0 +1,157 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Error classes of a failed request (Record.ErrorClass). A successful
+// request has none.
+const (
+	ErrRateLimited = "rate_limited" // HTTP 429; Record.RetryAfterMS keeps the server's Retry-After
+	ErrTimeout     = "timeout"      // a configured timeout fired (connect, idle or whole request)
+	ErrServer      = "server_error" // HTTP 5xx, or an error event inside the stream
+	ErrStreamCut   = "stream_cut"   // connection reset or stream ended before its finish marker
+	ErrClient      = "client_error" // HTTP 4xx other than 429
+	ErrOther       = "other"        // anything else, e.g. connection refused
+	ErrCancelled   = "cancelled"    // the run was interrupted before the request finished
+)
+
+// ErrorClasses lists the classes in the order reports show them.
+var ErrorClasses = []string{ErrRateLimited, ErrTimeout, ErrServer, ErrStreamCut, ErrClient, ErrOther, ErrCancelled}
+
+// Record is one request, one line of requests.jsonl. Times are nanoseconds
+// on the harness's monotonic clock since the run's start; 0 means the event
+// did not happen. The metric definitions (docs/metrics.md) are computed
+// from these fields alone.
+type Record struct {
+	ID          string  `json:"id"`
+	Target      string  `json:"target"`
+	Step        int     `json:"step"`
+	Scenario    string  `json:"scenario"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	API         string  `json:"api"`
+	Stream      bool    `json:"stream"`
+	Warmup      bool    `json:"warmup,omitempty"`
+
+	IntendedNS   int64 `json:"intended_ns"`           // t_sched: intended send (open loop) or worker free (closed loop)
+	CapWaitNS    int64 `json:"cap_wait_ns,omitempty"` // time spent waiting for the in-flight cap
+	SentNS       int64 `json:"sent_ns"`               // t_send: connection in hand, request about to be written
+	WroteNS      int64 `json:"wrote_ns,omitempty"`    // request fully written
+	FirstByteNS  int64 `json:"first_byte_ns,omitempty"`
+	FirstTokenNS int64 `json:"first_token_ns,omitempty"` // t_ft: first chunk carrying generated text
+	LastTokenNS  int64 `json:"last_token_ns,omitempty"`  // t_last: last chunk carrying generated text (response end when not streaming)
+	DoneNS       int64 `json:"done_ns"`                  // response fully read, or the request failed
+
+	DNSNS      int64 `json:"dns_ns,omitempty"`     // DNS lookup duration
+	ConnectNS  int64 `json:"connect_ns,omitempty"` // TCP connect duration
+	TLSNS      int64 `json:"tls_ns,omitempty"`     // TLS handshake duration
+	ConnReused bool  `json:"conn_reused,omitempty"`
+
+	// ChunkGapsNS are the gaps between consecutive token-carrying chunks;
+	// chunk i+1 arrived at FirstTokenNS + sum(ChunkGapsNS[:i+1]).
+	ChunkGapsNS []int64 `json:"chunk_gaps_ns,omitempty"`
+	// ChunkTokens is the number of tokens in each token-carrying chunk, kept
+	// only when some chunk carried other than exactly one.
+	ChunkTokens []int32 `json:"chunk_tokens,omitempty"`
+
+	NIn           int  `json:"n_in"`                        // N_in: server usage when reported, else planned
+	NOut          int  `json:"n_out"`                       // N_out: server usage when reported, else counted
+	NOutCounted   int  `json:"n_out_counted"`               // tokens counted in the stream
+	UsageReported bool `json:"usage_reported,omitempty"`    // the server sent usage
+	NInPlanned    int  `json:"n_in_planned,omitempty"`      // prompt tokens the dataset asked for (prompt text only)
+	MaxTokens     int  `json:"max_tokens,omitempty"`        // output tokens asked for
+	NOutDiff      int  `json:"n_out_discrepancy,omitempty"` // server N_out minus counted, when both exist and differ
+
+	Status       int    `json:"status,omitempty"`
+	ErrorClass   string `json:"error_class,omitempty"`
+	Error        string `json:"error,omitempty"` // error message or the server's error body, truncated
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	Attempts     int    `json:"attempts,omitempty"` // sends, when retried (>1)
+	FinishReason string `json:"finish_reason,omitempty"`
+}
+
+// OK reports whether the request succeeded.
+func (r *Record) OK() bool { return r.ErrorClass == "" }
+
+// ChunkTimes returns the arrival time of every token-carrying chunk,
+// rebuilt from FirstTokenNS and ChunkGapsNS.
+func (r *Record) ChunkTimes() []int64 {
+	if r.FirstTokenNS == 0 {
+		return nil
+	}
+	out := make([]int64, 1, len(r.ChunkGapsNS)+1)
+	out[0] = r.FirstTokenNS
+	t := r.FirstTokenNS
+	for _, g := range r.ChunkGapsNS {
+		t += g
+		out = append(out, t)
+	}
+	return out
+}
+
+// ReadRecords reads a requests.jsonl file. A line that does not parse is an
+// error naming the line: records are the source of truth and are never
+// skipped silently.
+func ReadRecords(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return DecodeRecords(f)
+}
+
+// DecodeRecords reads records, one JSON object per line, from r.
+func DecodeRecords(r io.Reader) ([]Record, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	var out []Record
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && !(len(b) == 1 && b[0] == '\n') {
+			var rec Record
+			if jerr := json.Unmarshal(b, &rec); jerr != nil {
+				if err == io.EOF {
+					// A torn last line from a killed run: say so, keep the rest.
+					return out, fmt.Errorf("records: line %d is incomplete (%d records read before it): %w", line, len(out), jerr)
+				}
+				return out, fmt.Errorf("records: line %d: %w", line, jerr)
+			}
+			out = append(out, rec)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return out, fmt.Errorf("records: %w", err)
+		}
+	}
+}
+
+// recordWriter writes records as JSON lines through one buffered writer.
+type recordWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+	n   int64
+}
+
+func newRecordWriter(w io.Writer) *recordWriter {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return &recordWriter{bw: bw, enc: enc}
+}
+
+// Write appends one line (json.Encoder ends each value with '\n').
+func (w *recordWriter) Write(r *Record) error {
+	w.n++
+	return w.enc.Encode(r)
+}
+
+// Flush pushes buffered lines to the file.
+func (w *recordWriter) Flush() error { return w.bw.Flush() }
