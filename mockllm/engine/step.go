@@ -100,6 +100,13 @@ type seq struct {
 }
 
 func newStep(p Profile, o options) *stepScheduler {
+	e := newStepCore(p, o)
+	go e.loop()
+	return e
+}
+
+// newStepCore builds the scheduler without starting its loop.
+func newStepCore(p Profile, o options) *stepScheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	const usPerNS = 1e3
 	e := &stepScheduler{
@@ -117,7 +124,6 @@ func newStep(p Profile, o options) *stepScheduler {
 		free:   p.KVCacheBlocks,
 		batch:  make([]*seq, 0, p.MaxNumSeqs),
 	}
-	go e.loop()
 	return e
 }
 
