@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 )
 
 // BenchmarkStep measures one engine step (form, publish, retire) with 256
