@@ -8,6 +8,21 @@
 // The engine only computes due times against an injectable Clock; the HTTP
 // layer in package mockllm sleeps until each due time and writes the token.
 // Due times are absolute, so emission never drifts.
+//
+// The step model follows vLLM V1's scheduler: FCFS waiting queue,
+// max_num_seqs, a per-step token budget with chunked prefill, KV cache in
+// blocks allocated as sequences grow, preemption by recompute of the most
+// recently admitted sequence when a running one cannot grow. A step costs
+// β0 + β1·(prefill tokens) + β2·(decode tokens) (+ β3·(context tokens)) µs,
+// the linear model fitted on real vLLM runs. Not modelled: prefix caching,
+// speculative decoding, long_prefill_token_threshold, CUDA-graph batch-size
+// padding.
+//
+// Profiles come from presets (Preset), YAML files (LoadProfile) and the
+// caller's overrides, and are checked by Validate.
+//
+// Tests run the engine in virtual time: RealClock inside a testing/synctest
+// bubble, or a VirtualClock driven by hand (Step advances one engine step).
 package engine
 
 import (
@@ -31,7 +46,8 @@ type Token struct {
 
 // Stream yields one request's tokens in order. The caller must call Close
 // when done, including when the client went away early, so the engine frees
-// the request's batch slot and KV blocks.
+// the request's batch slot and KV blocks. One goroutine reads a Stream;
+// Close may run once reading is over.
 type Stream interface {
 	// Next returns the next token and true, or false after the last token.
 	// In the step model it blocks until the step producing the token has been

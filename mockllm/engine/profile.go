@@ -47,6 +47,8 @@ type Profile struct {
 	// Jitter perturbs each TTFT and ITL independently (fixed mode).
 	Jitter Jitter `yaml:"jitter"`
 
+	// Engine-mode fields from here to MaxWaiting; fixed mode ignores them.
+
 	// Beta0US, Beta1US and Beta2US define a step's duration in µs:
 	// β0 + β1·(prefill tokens in step) + β2·(decode tokens in step).
 	Beta0US float64 `yaml:"beta0_us"`
@@ -66,8 +68,8 @@ type Profile struct {
 	BlockSize int `yaml:"block_size"`
 	// KVCacheBlocks is the KV cache's capacity in blocks.
 	KVCacheBlocks int `yaml:"kv_cache_blocks"`
-	// MaxWaiting limits the waiting queue; Start beyond it fails with
-	// ErrQueueFull. 0 means unbounded.
+	// MaxWaiting limits the waiting queue (engine mode; fixed mode has no
+	// queue); Start beyond it fails with ErrQueueFull. 0 means unbounded.
 	MaxWaiting int `yaml:"max_waiting"`
 
 	// MaxModelLen bounds prompt plus output tokens of one request (both
