@@ -219,13 +219,15 @@ func (tt *traceTimes) fill(rec *Record) {
 		return 0
 	}
 	rec.DNSNS, rec.ConnectNS, rec.TLSNS = d(&tt.dnsStart, &tt.dnsDone), d(&tt.connStart, &tt.connEnd), d(&tt.tlsStart, &tt.tlsDone)
-	rec.SentNS, rec.WroteNS, rec.FirstByteNS = tt.gotConn.Load(), tt.wrote.Load(), tt.firstByte.Load()
+	rec.ConnNS, rec.WroteNS, rec.FirstByteNS = tt.gotConn.Load(), tt.wrote.Load(), tt.firstByte.Load()
 	rec.ConnReused = tt.reused.Load()
 }
 
-// once sends rq one time. t_send is taken when the transport hands over
-// the connection, just before it writes the request: the server cannot
-// see the request earlier, so client TTFT can never undercut the server's.
+// once sends rq one time. t_send is taken as the request is handed to the
+// transport: before the server can possibly see it, so client TTFT never
+// undercuts the server's, and including connection setup (DNS, connect,
+// TLS) when no idle connection is at hand, so "new connection per request"
+// shows its real cost in TTFT. The setup parts are recorded separately.
 func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -252,6 +254,7 @@ func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
 	hreq.Header = h
 	hreq.ContentLength = int64(len(rq.Body))
 
+	rec.SentNS = c.since()
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		c.fail(ctx, reqCtx, rec, tt, err)
@@ -447,7 +450,7 @@ func (c *client) fail(ctx, reqCtx context.Context, rec *Record, tt *traceTimes, 
 	rec.DoneNS = c.since()
 	c.classify(ctx, reqCtx, rec, err)
 	var op *net.OpError
-	if rec.ErrorClass == ErrOther && !(errors.As(err, &op) && op.Op == "dial") && rec.SentNS > 0 {
+	if rec.ErrorClass == ErrOther && !(errors.As(err, &op) && op.Op == "dial") && rec.ConnNS > 0 {
 		rec.ErrorClass = ErrStreamCut // connected, then the connection broke
 	}
 }

@@ -41,7 +41,8 @@ type Record struct {
 
 	IntendedNS   int64 `json:"intended_ns"`           // t_sched: intended send (open loop) or worker free (closed loop)
 	CapWaitNS    int64 `json:"cap_wait_ns,omitempty"` // time spent waiting for the in-flight cap
-	SentNS       int64 `json:"sent_ns"`               // t_send: connection in hand, request about to be written
+	SentNS       int64 `json:"sent_ns"`               // t_send: request handed to the HTTP transport
+	ConnNS       int64 `json:"conn_ns,omitempty"`     // connection in hand (after DNS, connect, TLS when new)
 	WroteNS      int64 `json:"wrote_ns,omitempty"`    // request fully written
 	FirstByteNS  int64 `json:"first_byte_ns,omitempty"`
 	FirstTokenNS int64 `json:"first_token_ns,omitempty"` // t_ft: first chunk carrying generated text

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"testbed/harness"
+)
+
+func init() {
+	register(command{name: "run", summary: "run a load plan (YAML) and write its results directory", run: runRun})
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "results directory (default results/run-<time>)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: testbed run PLAN.yaml [-o DIR]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorderFlags(args)); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("run needs exactly one plan file: %w", errUsage)
+	}
+	plan, err := harness.LoadPlan(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	return runPlan(ctx, plan, resultsDir(*out, "run"), stdout, stderr)
+}
+
+// reorderFlags moves flags after positional arguments to the front, so
+// `testbed run plan.yaml -o DIR` works as well as `-o DIR plan.yaml`.
+func reorderFlags(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) && !isBoolFlag(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func isBoolFlag(a string) bool {
+	a = strings.TrimLeft(a, "-")
+	return a == "h" || a == "help"
+}
+
+// resultsDir is dir, or results/<kind>-<UTC time> when dir is empty.
+func resultsDir(dir, kind string) string {
+	if dir != "" {
+		return dir
+	}
+	return filepath.Join("results", kind+"-"+time.Now().UTC().Format("20060102-150405"))
+}
+
+// runPlan runs plan with a progress line on stderr and prints the table.
+func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr io.Writer, opts ...harness.RunOption) error {
+	prog := newProgress(stderr)
+	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show)}, opts...)
+	res, err := harness.Run(ctx, plan, dir, opts...)
+	prog.clear()
+	if res == nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	if terr := harness.WriteTable(stdout, res.Summary); terr != nil {
+		err = errors.Join(err, terr)
+	}
+	fmt.Fprintf(stdout, "\n%d requests recorded in %s\n", res.Info.Records, dir)
+	if res.Interrupted {
+		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
+	}
+	return err
+}
+
+// progress draws a one-line progress report on stderr: redrawn in place
+// on a terminal, one line every few seconds otherwise (logs, CI).
+type progress struct {
+	w        io.Writer
+	tty      bool
+	interval time.Duration
+	drawn    bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, interval: 5 * time.Second}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty, p.interval = true, 250*time.Millisecond
+		}
+	}
+	return p
+}
+
+func (p *progress) show(s harness.Progress) {
+	total := "?"
+	if s.StepTotal > 0 {
+		total = strconv.FormatInt(s.StepTotal, 10)
+	}
+	line := fmt.Sprintf("[step %d/%d] %s  sent %d/%s  done %d  errors %d  in flight %d  %.1fs",
+		s.Step+1, s.Steps, s.Label, s.Sent, total, s.Done, s.Errors, s.InFlight, s.Elapsed.Seconds())
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.drawn = true
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) clear() {
+	if p.tty && p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
