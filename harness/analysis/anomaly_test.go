@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-const ms = int64(1e6)
+const msNS = int64(1e6) // one millisecond in ns
 
 // stream builds one successful streamed request: sent at 0, first byte at
 // fb, first token at ft, with the given chunk gaps and output tokens.
@@ -38,34 +38,34 @@ func TestDetectAnomalies(t *testing.T) {
 		samples []StreamSample
 		want    map[string]int // kind → affected requests
 	}{
-		// A healthy engine: ITL 20 ms ± 4 ms, one token per chunk, first byte
+		// A healthy engine: ITL 20 msNS ± 4 msNS, one token per chunk, first byte
 		// with the first token: nothing to report.
 		{"healthy", many(10, func(int) StreamSample {
-			return stream("c=1", 100*ms, 100*ms, jittered(r, 63, 20*ms, 4*ms), 64)
+			return stream("c=1", 100*msNS, 100*msNS, jittered(r, 63, 20*msNS, 4*msNS), 64)
 		}), map[string]int{}},
-		// A proxy re-timing output at exactly 50 ms.
+		// A proxy re-timing output at exactly 50 msNS.
 		{"fixed pacing", many(10, func(int) StreamSample {
-			return stream("c=1", 100*ms, 100*ms, jittered(r, 63, 50*ms, 0), 64)
+			return stream("c=1", 100*msNS, 100*msNS, jittered(r, 63, 50*msNS, 0), 64)
 		}), map[string]int{AnomalyPacing: 10}},
 		// Two of ten streams pause 2 s mid-way.
 		{"stalls", many(10, func(i int) StreamSample {
-			g := jittered(r, 63, 20*ms, 4*ms)
+			g := jittered(r, 63, 20*msNS, 4*msNS)
 			if i < 2 {
-				g[30] = 2000 * ms
+				g[30] = 2000 * msNS
 			}
-			return stream("c=1", 100*ms, 100*ms, g, 64)
+			return stream("c=1", 100*msNS, 100*msNS, g, 64)
 		}), map[string]int{AnomalyStall: 2}},
 		// Four tokens per SSE event: 16 chunks for 64 tokens.
 		{"multi-token chunks", many(10, func(int) StreamSample {
-			return stream("c=1", 100*ms, 100*ms, jittered(r, 15, 80*ms, 10*ms), 64)
+			return stream("c=1", 100*msNS, 100*msNS, jittered(r, 15, 80*msNS, 10*msNS), 64)
 		}), map[string]int{AnomalyMultiToken: 10}},
-		// Headers flushed at 5 ms, first token at 400 ms.
+		// Headers flushed at 5 msNS, first token at 400 msNS.
 		{"early first byte", many(10, func(int) StreamSample {
-			return stream("c=1", 5*ms, 400*ms, jittered(r, 63, 20*ms, 4*ms), 64)
+			return stream("c=1", 5*msNS, 400*msNS, jittered(r, 63, 20*msNS, 4*msNS), 64)
 		}), map[string]int{AnomalyLateFirstToken: 10}},
 		// Three streams cut after some tokens, one cut before any (not mid-stream).
 		{"stream cuts", many(10, func(i int) StreamSample {
-			s := stream("c=1", 100*ms, 100*ms, jittered(r, 63, 20*ms, 4*ms), 64)
+			s := stream("c=1", 100*msNS, 100*msNS, jittered(r, 63, 20*msNS, 4*msNS), 64)
 			switch {
 			case i < 3:
 				s.ErrorClass, s.ChunkGapsNS, s.OutputTokens = "stream_cut", s.ChunkGapsNS[:9], 10
@@ -76,7 +76,7 @@ func TestDetectAnomalies(t *testing.T) {
 		}), map[string]int{AnomalyStreamCut: 3}},
 		// Too few gaps to judge pacing (49 < 50).
 		{"short streams", many(7, func(int) StreamSample {
-			return stream("c=1", 100*ms, 100*ms, jittered(r, 7, 50*ms, 0), 8)
+			return stream("c=1", 100*msNS, 100*msNS, jittered(r, 7, 50*msNS, 0), 8)
 		}), map[string]int{}},
 	}
 	for _, c := range cases {
@@ -105,8 +105,8 @@ func TestDetectAnomaliesGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var s []StreamSample
 	for range 10 {
-		s = append(s, stream("b", 100*ms, 100*ms, jittered(r, 63, 20*ms, 4*ms), 64))
-		s = append(s, stream("a", 100*ms, 100*ms, jittered(r, 63, 50*ms, 0), 64))
+		s = append(s, stream("b", 100*msNS, 100*msNS, jittered(r, 63, 20*msNS, 4*msNS), 64))
+		s = append(s, stream("a", 100*msNS, 100*msNS, jittered(r, 63, 50*msNS, 0), 64))
 	}
 	got := DetectAnomalies(s, AnomalyOptions{})
 	if len(got) != 1 || got[0].Group != "a" || got[0].Kind != AnomalyPacing || got[0].Value != 50 {

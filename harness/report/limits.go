@@ -1,0 +1,240 @@
+package report
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+
+	"testbed/harness"
+	"testbed/harness/analysis"
+)
+
+// limitations writes what the numbers cannot say, found from the run
+// itself: throttling, errors, spikes, client-bound steps, thin samples, the
+// network path, and anything odd met while reading the files.
+func (m *model) limitations(d *document) {
+	d.h(2, "limitations", "Limitations and uncertainty")
+	var items []string
+	add := func(format string, a ...any) { items = append(items, fmt.Sprintf(format, a...)) }
+
+	// Throttling and errors.
+	for _, t := range m.targets {
+		var limited, failed, total int
+		var limitedSteps []string
+		classes := map[string]int{}
+		for _, s := range t.steps {
+			total += s.s.Requests
+			failed += analysis.Failed(s.s)
+			for c, n := range s.s.Errors {
+				classes[c] += n
+			}
+			if n := s.s.Errors[harness.ErrRateLimited]; n > 0 {
+				limited += n
+				limitedSteps = append(limitedSteps, fmt.Sprintf("%s %s", s.s.Scenario, loadLabel(s.s.Scenario, s.s)))
+			}
+		}
+		if limited > 0 {
+			var ra []float64
+			for i := range t.run.Records {
+				r := &t.run.Records[i]
+				if r.ErrorClass == harness.ErrRateLimited && r.RetryAfterMS > 0 {
+					ra = append(ra, float64(r.RetryAfterMS))
+				}
+			}
+			s := fmt.Sprintf("**Throttling seen** on %s: %d requests got 429 (%s)", t.name, limited, strings.Join(limitedSteps, ", "))
+			if len(ra) > 0 {
+				s += fmt.Sprintf("; Retry-After median %s", human(median(ra)))
+			}
+			add("%s. Throughput there is the provider's limit, not the engine's.", s)
+		}
+		if failed > 0 {
+			var parts []string
+			for c, n := range classes {
+				if n > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", c, n))
+				}
+			}
+			sort.Strings(parts)
+			add("**Errors** on %s: %d of %d measured requests failed (%s); latencies cover successful requests only.",
+				t.name, failed, total, strings.Join(parts, ", "))
+		}
+	}
+
+	// Spikes: a maximum far above the P99, and stalls.
+	for _, t := range m.targets {
+		var spikes []string
+		for _, s := range t.steps {
+			if s.s.E2E.Count >= 20 && s.s.E2E.P99 > 0 && s.s.E2E.Max > 3*s.s.E2E.P99 {
+				spikes = append(spikes, fmt.Sprintf("%s %s (max %s vs P99 %s)", s.s.Scenario, loadLabel(s.s.Scenario, s.s), human(s.s.E2E.Max), human(s.s.E2E.P99)))
+			}
+		}
+		if len(spikes) > 0 {
+			add("**Spikes** on %s: E2E maximum above 3× its P99 in %s. Rare events like these dominate P99.9; more samples would say how rare.",
+				t.name, strings.Join(spikes, "; "))
+		}
+		stalls := 0
+		for _, a := range t.anomalies {
+			if a.Kind == analysis.AnomalyStall {
+				stalls += a.Affected
+			}
+		}
+		if stalls > 0 {
+			add("**Stalls** on %s: %d streams paused mid-stream far beyond the median gap (see Streaming anomalies).", t.name, stalls)
+		}
+	}
+
+	// Client-bound steps and schedule lag.
+	var bound, late []string
+	for _, t := range m.targets {
+		for _, s := range t.steps {
+			lbl := fmt.Sprintf("%s %s %s", t.name, s.s.Scenario, loadLabel(s.s.Scenario, s.s))
+			if s.s.ClientBound {
+				bound = append(bound, fmt.Sprintf("%s (%s)", lbl, s.s.ClientBoundReason))
+			}
+			if s.s.ScheduleLag.Count > 0 && s.s.ScheduleLag.P99 > 1 {
+				late = append(late, fmt.Sprintf("%s (P99 %s ms)", lbl, ms(s.s.ScheduleLag.P99)))
+			}
+		}
+	}
+	if len(bound) > 0 {
+		add("**Client-bound steps** — the load generator, not the server, may have limited these: %s. Their latencies are upper bounds, their throughput lower bounds.", strings.Join(bound, "; "))
+	}
+	if len(late) > 0 {
+		add("**Schedule lag** above 1 ms (the client sent late): %s. Latency from schedule (in summary.json) includes that delay.", strings.Join(late, "; "))
+	}
+
+	// Thin samples.
+	var thin []string
+	for _, t := range m.targets {
+		for _, s := range t.steps {
+			for _, metric := range []string{"ttft_ms", "e2e_ms"} {
+				if iv, ok := s.interval(metric, 99); ok && iv.N > 0 && !iv.Adequate {
+					thin = append(thin, fmt.Sprintf("%s %s %s %s P99 (n=%d, needs %d)", t.name, s.s.Scenario, loadLabel(s.s.Scenario, s.s),
+						strings.TrimSuffix(metric, "_ms"), iv.N, iv.MinSamples))
+					break
+				}
+			}
+		}
+	}
+	if len(thin) > 0 {
+		shown := thin
+		if len(shown) > 8 {
+			shown = append(shown[:8:8], fmt.Sprintf("and %d more", len(thin)-8))
+		}
+		add("**Thin samples**: %d step(s) have too few requests for a two-sided 95 %% interval on their P99: %s. Treat those P99s as lower bounds.",
+			len(thin), strings.Join(shown, "; "))
+	}
+
+	// Network path.
+	add("%s", m.networkNote())
+
+	// Warm-up and reading problems.
+	warm := 0
+	for _, t := range m.targets {
+		for _, s := range t.steps {
+			warm += s.s.Warmup
+		}
+	}
+	if warm > 0 {
+		add("%d warm-up requests were excluded from every statistic above (summary.json keeps them apart).", warm)
+	}
+	for _, r := range m.runs {
+		if r.Info.Interrupted {
+			add("Run %s was **interrupted**: its last step is partial and unfinished requests are recorded as cancelled.", r.Name())
+		}
+		for _, n := range r.Notes {
+			add("Run %s: %s.", r.Name(), n)
+		}
+	}
+	d.add(list{items: items})
+	m.ciTable(d)
+}
+
+// networkNote says how the network between client and targets differs from
+// production, from the targets' addresses and the measured connect times.
+func (m *model) networkNote() string {
+	var loop, remote []string
+	seen := map[string]bool{}
+	for _, r := range m.runs {
+		for _, t := range r.Info.Plan.Targets {
+			if seen[t.Name] {
+				continue
+			}
+			seen[t.Name] = true
+			if isLoopback(t.URL) {
+				loop = append(loop, t.Name)
+			} else {
+				remote = append(remote, t.Name)
+			}
+		}
+	}
+	var conn []float64
+	for _, r := range m.runs {
+		for i := range r.Records {
+			if c := r.Records[i].ConnectNS; c > 0 {
+				conn = append(conn, float64(c)/1e6)
+			}
+		}
+	}
+	var s string
+	switch {
+	case len(remote) == 0:
+		s = fmt.Sprintf("**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, loss or jitter in these numbers; clients across a real network add at least one RTT to TTFT and may see chunks coalesce.", strings.Join(loop, ", "))
+	case len(loop) > 0:
+		s = fmt.Sprintf("**Mixed network paths**: %s over loopback, %s over the network — compare them with that in mind.", strings.Join(loop, ", "), strings.Join(remote, ", "))
+	default:
+		s = fmt.Sprintf("**Network path**: targets (%s) were reached over the network from the client host; production clients sit elsewhere and see their own RTT.", strings.Join(remote, ", "))
+	}
+	if len(conn) > 0 {
+		s += fmt.Sprintf(" Median TCP connect time was %s ms (≈ one round trip).", ms(median(conn)))
+	}
+	return s
+}
+
+func isLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ciTable gives each step's P50 and P99 TTFT and E2E with their
+// distribution-free 95 % intervals.
+func (m *model) ciTable(d *document) {
+	t := table{header: []string{"target", "step", "n", "TTFT P50 [95 % CI]", "TTFT P99 [95 % CI]", "E2E P50 [95 % CI]", "E2E P99 [95 % CI]"},
+		right: []bool{false, false, true, false, false, false, false}}
+	for _, tv := range m.targets {
+		for _, s := range tv.steps {
+			row := []string{tv.name, fmt.Sprintf("%s %s", s.s.Scenario, loadLabel(s.s.Scenario, s.s)), fmt.Sprint(s.s.OK)}
+			filled := false
+			for _, c := range []struct {
+				metric string
+				p      float64
+			}{{"ttft_ms", 50}, {"ttft_ms", 99}, {"e2e_ms", 50}, {"e2e_ms", 99}} {
+				iv, ok := s.interval(c.metric, c.p)
+				if !ok || iv.N == 0 {
+					row = append(row, "—")
+					continue
+				}
+				filled = true
+				row = append(row, fmt.Sprintf("%s %s", ms(iv.Value), ciCell(iv)))
+			}
+			if filled {
+				t.rows = append(t.rows, row)
+			}
+		}
+	}
+	if len(t.rows) == 0 {
+		return
+	}
+	d.p("%s", "Percentiles with distribution-free 95 % confidence intervals from order statistics (exact sample percentiles, so they may differ from the HDR figures above in the last digit). \"open\" marks an interval the sample is too small to close: the true value may lie beyond it.")
+	d.add(t)
+}

@@ -1,0 +1,64 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Output file names.
+const (
+	MarkdownFile = "report.md"
+	HTMLFile     = "report.html"
+)
+
+// build assembles the whole report, conclusions first.
+func build(runs []*Run) *document {
+	m := newModel(runs)
+	d := &document{}
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name()
+	}
+	d.h(1, "top", "Inference benchmark report: %s", strings.Join(names, ", "))
+	m.conclusions(d)
+	m.dimensions(d)
+	m.distributions(d)
+	m.timeline(d)
+	m.anomalies(d)
+	m.limitations(d)
+	m.environment(d)
+	return d
+}
+
+// Markdown renders runs as report.md's content.
+func Markdown(runs []*Run) string { return build(runs).markdown() }
+
+// HTML renders runs as report.html's content: one self-contained page.
+func HTML(runs []*Run) string {
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name()
+	}
+	return build(runs).html("testbed report: " + strings.Join(names, ", "))
+}
+
+// Write renders runs into outDir as report.md and report.html.
+func Write(outDir string, runs []*Run) error {
+	if len(runs) == 0 {
+		return fmt.Errorf("report: no run to report")
+	}
+	d := build(runs)
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name()
+	}
+	if err := os.WriteFile(filepath.Join(outDir, MarkdownFile), []byte(d.markdown()), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(outDir, HTMLFile), []byte(d.html("testbed report: "+strings.Join(names, ", "))), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
