@@ -1,0 +1,575 @@
+package mockllm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"testbed/mockllm/engine"
+	"testbed/mockllm/tokens"
+)
+
+// emitter writes one request's response against the scheduler's due times.
+// Its per-token path appends pre-encoded chunk templates and token text to a
+// reused buffer, so it does not allocate; encoding/json is used only once
+// per request.
+type emitter struct {
+	s       *Server
+	w       gin.ResponseWriter
+	j       *job
+	plan    faultPlan
+	st      engine.Stream
+	tr      *Truth
+	arrival time.Time
+
+	timer     *time.Timer
+	buf       []byte
+	head      []byte // chunk prefix up to and including `"choices":[`
+	headers   bool   // response headers written
+	roleSent  bool   // chat role chunk written
+	written   int    // tokens written
+	held      engine.Token
+	hasHeld   bool
+	t0        time.Time // pacing origin: the first token's due time
+	lastWrite time.Time
+	dequeued  time.Time
+}
+
+// end says why emission stopped.
+type end int
+
+const (
+	endNone     end = iota // keep going
+	endDone                // all tokens produced
+	endGone                // the client went away
+	endShutdown            // Drain or Close ended the stream
+)
+
+func newEmitter(s *Server, c *gin.Context, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
+	e := &emitter{s: s, w: c.Writer, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
+		buf: make([]byte, 0, 1024)}
+	if j.stream {
+		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
+	}
+	created := strconv.AppendInt(nil, s.created(), 10)
+	switch j.api {
+	case apiChat:
+		e.head = appendHead(nil, "chatcmpl-"+tr.ID, "chat.completion.chunk", created, j.model)
+	case apiCompletions:
+		e.head = appendHead(nil, "cmpl-"+tr.ID, "text_completion", created, j.model)
+	}
+	return e
+}
+
+func appendHead(b []byte, id, object string, created []byte, model string) []byte {
+	b = append(b, `data: {"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = append(b, created...)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, model)
+	return append(b, `,"choices":[`...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+func (e *emitter) stop() {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+}
+
+// next returns the next token, or why there is none.
+func (e *emitter) next(ctx context.Context) (engine.Token, end) {
+	if e.hasHeld {
+		e.hasHeld = false
+		return e.held, endNone
+	}
+	tok, ok, err := e.st.Next(ctx)
+	switch {
+	case err != nil:
+		return tok, e.why(err)
+	case !ok:
+		return tok, endDone
+	}
+	if e.dequeued.IsZero() {
+		e.dequeued = e.st.Dequeued()
+		e.tr.DequeuedNS = e.s.Since(e.dequeued)
+	}
+	return tok, endNone
+}
+
+// why classifies a context or engine error.
+func (e *emitter) why(err error) end {
+	if e.s.abortCtx.Err() != nil || errors.Is(err, engine.ErrClosed) {
+		return endShutdown
+	}
+	return endGone
+}
+
+// due is a token's emission time, with an injected stall shifting every
+// token from the stall on.
+func (e *emitter) due(t engine.Token) time.Time {
+	if e.plan.kind == FaultStall && t.Index >= e.plan.stallAt {
+		return t.Due.Add(e.plan.stallFor)
+	}
+	return t.Due
+}
+
+// pace rounds a due time up to the pacing tick, if pacing is on.
+func (e *emitter) pace(due time.Time) time.Time {
+	p := e.s.cfg.faults.PacingInterval
+	if p <= 0 {
+		return due
+	}
+	if e.t0.IsZero() {
+		e.t0 = due
+	}
+	d := due.Sub(e.t0)
+	ticks := (d + p - 1) / p
+	return e.t0.Add(ticks * p)
+}
+
+// sleep waits until t on the emitter's one timer.
+func (e *emitter) sleep(ctx context.Context, t time.Time) end {
+	d := time.Until(t)
+	if d <= 0 {
+		if ctx.Err() != nil {
+			return e.why(ctx.Err())
+		}
+		return endNone
+	}
+	if e.timer == nil {
+		e.timer = time.NewTimer(d)
+	} else {
+		e.timer.Reset(d)
+	}
+	select {
+	case <-e.timer.C:
+		return endNone
+	case <-ctx.Done():
+		e.timer.Stop()
+		return e.why(ctx.Err())
+	}
+}
+
+// flush writes b and flushes it to the connection, returning the time the
+// write completed.
+func (e *emitter) flush(b []byte) time.Time {
+	if !e.headers {
+		e.w.WriteHeader(http.StatusOK)
+		e.headers = true
+	}
+	e.w.Write(b) // a failed write shows up as the request context ending
+	e.w.Flush()
+	return time.Now()
+}
+
+// stream writes an SSE response, one event per token group.
+func (e *emitter) stream(ctx context.Context) {
+	h := e.w.Header()
+	if e.j.api == apiTGI {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	}
+	h.Set("Cache-Control", "no-cache")
+	if e.s.cfg.faults.EarlyFirstByte {
+		// Headers (and the role chunk) go out now; tokens come later.
+		e.buf = e.appendRole(e.buf[:0])
+		e.flush(e.buf)
+	}
+	k := max(e.s.cfg.faults.TokensPerEvent, 1)
+	pacing := e.s.cfg.faults.PacingInterval > 0
+	why := endNone
+	for why == endNone {
+		tok, w := e.next(ctx)
+		if w != endNone {
+			why = w
+			break
+		}
+		n := 1
+		at := e.pace(e.due(tok))
+		due := at
+		if !pacing {
+			due = e.due(tok)
+		}
+		for k > 1 || pacing {
+			if k > 1 && n >= k {
+				break
+			}
+			q, w := e.next(ctx)
+			if w != endNone {
+				if w != endDone {
+					why = w
+				}
+				break
+			}
+			qat := e.pace(e.due(q))
+			if k == 1 && qat.After(at) {
+				e.held, e.hasHeld = q, true
+				break
+			}
+			n++
+			at = qat
+			due = qat
+		}
+		cut := false
+		if e.plan.kind == FaultStreamCut && e.written+n > e.plan.cutAfter {
+			n, cut = e.plan.cutAfter-e.written, true
+		}
+		if w := e.sleep(ctx, at); w != endNone {
+			why = w
+			break
+		}
+		if n > 0 {
+			e.emit(n, due)
+		}
+		if cut {
+			e.cut()
+		}
+		if why == endNone && e.written == e.j.outTokens {
+			why = endDone
+		}
+	}
+	e.finish(why)
+}
+
+// emit writes the chunk of the next n tokens and records it.
+func (e *emitter) emit(n int, due time.Time) {
+	from := e.written
+	b := e.buf[:0]
+	if !e.roleSent {
+		b = e.appendRole(b)
+	}
+	last := from+n == e.j.outTokens
+	if e.j.api == apiTGI {
+		for i := from; i < from+n; i++ {
+			b = e.appendTGIToken(b, i, last && i == from+n-1)
+		}
+	} else {
+		b = append(b, e.head...)
+		if e.j.api == apiChat {
+			b = append(b, `{"index":0,"delta":{"content":"`...)
+		} else {
+			b = append(b, `{"index":0,"text":"`...)
+		}
+		for i := from; i < from+n; i++ {
+			b = tokens.AppendToken(b, e.j.textSeed, i)
+		}
+		if e.j.api == apiChat {
+			b = append(b, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		} else {
+			b = append(b, `","logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
+		}
+	}
+	e.buf = b
+	now := e.flush(b)
+	e.record(now, n, due)
+}
+
+// record books a written token chunk into the truth and the metrics.
+func (e *emitter) record(now time.Time, n int, due time.Time) {
+	m := e.s.metrics
+	ns := e.s.Since(now)
+	if e.written == 0 {
+		e.tr.FirstTokenNS = ns
+		m.ttft.Observe(now.Sub(e.arrival).Seconds())
+	} else {
+		gap := now.Sub(e.lastWrite).Seconds() / float64(n)
+		for range n {
+			m.itl.Observe(gap)
+		}
+	}
+	e.lastWrite = now
+	m.lateness.Observe(max(0, now.Sub(due).Seconds()))
+	m.genTokens.Add(float64(n))
+	e.tr.TokenNS = append(e.tr.TokenNS, ns)
+	e.tr.LastTokenNS = ns
+	e.tr.CompletionTokens += n
+	e.written += n
+}
+
+// appendRole adds the chat role chunk the first time (other APIs have none).
+func (e *emitter) appendRole(b []byte) []byte {
+	if e.j.api != apiChat || e.roleSent {
+		return b
+	}
+	e.roleSent = true
+	b = append(b, e.head...)
+	return append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+}
+
+// appendTGIToken adds TGI's event for token i; the last one carries the
+// generated text and details.
+func (e *emitter) appendTGIToken(b []byte, i int, last bool) []byte {
+	id := tokens.ID(e.j.textSeed, i)
+	b = append(b, `data:{"index":`...)
+	b = strconv.AppendInt(b, int64(i+1), 10)
+	b = append(b, `,"token":{"id":`...)
+	b = strconv.AppendInt(b, int64(id), 10)
+	b = append(b, `,"text":"`...)
+	b = tokens.AppendToken(b, e.j.textSeed, i)
+	b = append(b, `","logprob":`...)
+	b = strconv.AppendFloat(b, logprob(id), 'f', -1, 32)
+	b = append(b, `,"special":false},"generated_text":`...)
+	if !last {
+		return append(b, `null,"details":null,"top_tokens":null}`+"\n\n"...)
+	}
+	b = appendJSONString(b, tokens.Text(e.j.textSeed, e.j.outTokens))
+	b = append(b, `,"details":{"finish_reason":"`...)
+	b = append(b, tgiFinish(e.j.finish)...)
+	b = append(b, `","generated_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.j.outTokens), 10)
+	b = append(b, `,"seed":`...)
+	if e.j.tgiSeed != nil {
+		b = strconv.AppendInt(b, *e.j.tgiSeed, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, `},"top_tokens":null}`+"\n\n"...)
+}
+
+// logprob is a fixed, plausible log-probability per token id.
+func logprob(id int) float64 { return -float64(1+(id*7919)%1000) / 1000 }
+
+func tgiFinish(reason string) string {
+	if reason == finishStop {
+		return "eos_token"
+	}
+	return reason
+}
+
+// finish ends a stream: on success the finish chunk, usage and [DONE]; on
+// shutdown a clean error event; when the client left, nothing. The truth is
+// stored before the terminating bytes.
+func (e *emitter) finish(why end) {
+	tr := e.tr
+	switch why {
+	case endDone:
+		tr.FinishReason = e.j.finish
+	case endShutdown:
+		tr.FinishReason, tr.Fault = finishAbort, FaultShutdown
+	default:
+		tr.FinishReason = finishAbort
+	}
+	if tr.LastTokenNS == 0 {
+		tr.LastTokenNS = e.s.Since(time.Now())
+	}
+	e.s.truth.put(*tr)
+	e.s.observeEnd(tr, e.dequeued, e.arrival)
+	b := e.buf[:0]
+	switch why {
+	case endDone:
+		if e.j.api == apiTGI {
+			return // the last token event was final
+		}
+		b = append(b, e.head...)
+		if e.j.api == apiChat {
+			b = append(b, `{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"`...)
+		} else {
+			b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+		}
+		b = append(b, e.j.finish...)
+		b = append(b, `","stop_reason":null}]}`+"\n\n"...)
+		if e.j.includeUsage {
+			b = append(b, e.head...)
+			b = append(b, `],"usage":`...)
+			b = appendUsage(b, e.j.promptTokens, e.written)
+			b = append(b, "}\n\n"...)
+		}
+		b = append(b, "data: [DONE]\n\n"...)
+	case endShutdown:
+		if !e.headers {
+			tr.Status = http.StatusServiceUnavailable
+			e.s.truth.put(*tr)
+			writeAPIError(e.w, e.j.api, unavailable("server is shutting down"))
+			return
+		}
+		if e.j.api == apiTGI {
+			b = append(b, `data:{"error":"server is shutting down","error_type":"unavailable"}`+"\n\n"...)
+		} else {
+			b = append(b, `data: {"error":{"message":"server is shutting down","type":"ServiceUnavailableError","param":null,"code":503}}`+"\n\n"...)
+			b = append(b, "data: [DONE]\n\n"...)
+		}
+	default:
+		return
+	}
+	e.buf = b
+	e.flush(b)
+}
+
+func appendUsage(b []byte, prompt, completion int) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	return append(b, '}')
+}
+
+// cut ends the connection mid-stream without a terminating chunk, as a
+// proxy reset does; the truth is stored first.
+func (e *emitter) cut() {
+	e.tr.FinishReason = finishAbort
+	if e.tr.LastTokenNS == 0 {
+		e.tr.LastTokenNS = e.s.Since(time.Now())
+	}
+	e.s.truth.put(*e.tr)
+	panic(http.ErrAbortHandler)
+}
+
+// whole writes a non-streamed response once the last token is due.
+func (e *emitter) whole(ctx context.Context) {
+	var last engine.Token
+	why := endNone
+	for why == endNone {
+		tok, w := e.next(ctx)
+		if w != endNone {
+			why = w
+			break
+		}
+		last = tok
+	}
+	if why == endDone {
+		why = e.sleep(ctx, e.due(last))
+		if why == endNone {
+			why = endDone
+		}
+	}
+	if why != endDone {
+		e.finish(why)
+		return
+	}
+	if e.plan.kind == FaultStreamCut {
+		e.cut()
+	}
+	body := e.wholeBody()
+	now := time.Now()
+	ns := e.s.Since(now)
+	tr := e.tr
+	tr.FirstTokenNS, tr.LastTokenNS, tr.TokenNS = ns, ns, []int64{ns}
+	tr.CompletionTokens = e.j.outTokens
+	tr.FinishReason = e.j.finish
+	e.s.truth.put(*tr)
+	m := e.s.metrics
+	m.ttft.Observe(now.Sub(e.arrival).Seconds())
+	m.genTokens.Add(float64(e.j.outTokens))
+	e.s.observeEnd(tr, e.dequeued, e.arrival)
+	h := e.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	e.w.WriteHeader(http.StatusOK)
+	e.w.Write(body)
+	m.lateness.Observe(max(0, time.Since(e.due(last)).Seconds()))
+}
+
+// wholeBody is the non-streamed response of each API.
+func (e *emitter) wholeBody() []byte {
+	j := e.j
+	text := tokens.Text(j.textSeed, j.outTokens)
+	usage := usageJSON{PromptTokens: j.promptTokens, TotalTokens: j.promptTokens + j.outTokens, CompletionTokens: j.outTokens}
+	var v any
+	switch j.api {
+	case apiChat:
+		v = chatResponse{ID: "chatcmpl-" + e.tr.ID, Object: "chat.completion", Created: e.s.created(), Model: j.model,
+			Choices: []chatChoice{{Message: chatMessageOut{Role: "assistant", Content: text, ToolCalls: []any{}},
+				FinishReason: j.finish}}, Usage: usage}
+	case apiCompletions:
+		v = completionResponse{ID: "cmpl-" + e.tr.ID, Object: "text_completion", Created: e.s.created(), Model: j.model,
+			Choices: []completionChoice{{Text: text, FinishReason: j.finish}}, Usage: usage}
+	default:
+		r := tgiResponse{GeneratedText: text}
+		if j.tgiDetails {
+			d := &tgiDetails{FinishReason: tgiFinish(j.finish), GeneratedTokens: j.outTokens, Seed: j.tgiSeed,
+				Prefill: []tgiToken{}, Tokens: make([]tgiToken, j.outTokens)}
+			var buf []byte
+			for i := range d.Tokens {
+				id := tokens.ID(j.textSeed, i)
+				buf = tokens.AppendToken(buf[:0], j.textSeed, i)
+				d.Tokens[i] = tgiToken{ID: id, Text: string(buf), Logprob: float32(logprob(id))}
+			}
+			r.Details = d
+		}
+		v = r
+	}
+	body, _ := json.Marshal(v) // plain structs always marshal
+	return body
+}
+
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   usageJSON    `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int            `json:"index"`
+	Message      chatMessageOut `json:"message"`
+	Logprobs     *struct{}      `json:"logprobs"`
+	FinishReason string         `json:"finish_reason"`
+	StopReason   *string        `json:"stop_reason"`
+}
+
+type chatMessageOut struct {
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	ToolCalls []any  `json:"tool_calls"`
+}
+
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   usageJSON          `json:"usage"`
+}
+
+type completionChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+	StopReason   *string   `json:"stop_reason"`
+}
+
+type tgiResponse struct {
+	GeneratedText string      `json:"generated_text"`
+	Details       *tgiDetails `json:"details,omitempty"`
+}
+
+type tgiDetails struct {
+	FinishReason    string     `json:"finish_reason"`
+	GeneratedTokens int        `json:"generated_tokens"`
+	Seed            *int64     `json:"seed"`
+	Prefill         []tgiToken `json:"prefill"`
+	Tokens          []tgiToken `json:"tokens"`
+}
+
+type tgiToken struct {
+	ID      int     `json:"id"`
+	Text    string  `json:"text"`
+	Logprob float32 `json:"logprob"`
+	Special bool    `json:"special"`
+}

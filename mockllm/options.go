@@ -1,0 +1,182 @@
+package mockllm
+
+import (
+	"time"
+
+	"testbed/mockllm/engine"
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	profile      engine.Profile
+	haveProfile  bool
+	sched        engine.Scheduler
+	model        string
+	seed         int64
+	apiKey       string
+	faults       FaultConfig
+	limits       LimitConfig
+	answerMin    int
+	answerMax    int
+	truthCap     int
+	maxBody      int64
+	wallClock    func() time.Time
+	startupDelay *time.Duration
+}
+
+// Defaults of New.
+const (
+	// DefaultModel is the served model name when WithModel is not given.
+	DefaultModel = "testbed-mock"
+	// DefaultTruthCapacity is how many requests' ground truth the server
+	// keeps before evicting the oldest.
+	DefaultTruthCapacity = 100_000
+	// DefaultMaxBodyBytes bounds a request body; larger bodies get 413.
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultAnswerMin and DefaultAnswerMax bound the natural answer length
+	// (see WithAnswerLength).
+	DefaultAnswerMin = 256
+	DefaultAnswerMax = 1024
+)
+
+// WithProfile sets the cost model (default: the "ideal" preset). Its
+// MaxModelLen is enforced with vLLM's 400 and its StartupDelay makes
+// /health answer 503 for that long after New.
+func WithProfile(p engine.Profile) Option {
+	return func(c *config) { c.profile, c.haveProfile = p, true }
+}
+
+// WithScheduler makes the server use sched instead of building one from the
+// profile (which still supplies MaxModelLen and StartupDelay). The server
+// closes sched on Close.
+func WithScheduler(sched engine.Scheduler) Option {
+	return func(c *config) { c.sched = sched }
+}
+
+// WithModel sets the one served model name; requests naming another model
+// get 404. An empty model field in a request means this model.
+func WithModel(name string) Option {
+	return func(c *config) {
+		if name != "" {
+			c.model = name
+		}
+	}
+}
+
+// WithSeed seeds everything random in the server: generated text, answer
+// lengths, fault draws, generated request ids, engine jitter. Equal seeds
+// and equal requests (and request ids) give equal responses.
+func WithSeed(seed int64) Option {
+	return func(c *config) { c.seed = seed }
+}
+
+// WithAPIKey requires "Authorization: Bearer KEY" on the model endpoints
+// (/v1/*, /generate, /generate_stream); others stay open. Empty disables it.
+func WithAPIKey(key string) Option {
+	return func(c *config) { c.apiKey = key }
+}
+
+// WithFaults injects faults (see FaultConfig).
+func WithFaults(f FaultConfig) Option {
+	return func(c *config) { c.faults = f }
+}
+
+// WithLimits sets rate and concurrency limits (see LimitConfig).
+func WithLimits(l LimitConfig) Option {
+	return func(c *config) { c.limits = l }
+}
+
+// WithAnswerLength sets the range of the natural answer length: the number
+// of tokens after which the modelled model emits its end-of-sequence token.
+// Each request's length is drawn uniformly from [min, max] by a hash of the
+// server seed, the request's own "seed" field and its prompt, so the same
+// request always gets the same answer. A request stops there with
+// finish_reason "stop" unless max_tokens comes first ("length") or
+// ignore_eos is set; min_tokens raises it. Defaults 256..1024.
+func WithAnswerLength(min, max int) Option {
+	return func(c *config) { c.answerMin, c.answerMax = min, max }
+}
+
+// WithTruthCapacity bounds the ground-truth store (default
+// DefaultTruthCapacity); the oldest entries are evicted and counted.
+func WithTruthCapacity(n int) Option {
+	return func(c *config) { c.truthCap = n }
+}
+
+// WithMaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) { c.maxBody = n }
+}
+
+// WithWallClock sets the source of the "created" timestamps in responses
+// (default time.Now). Golden tests fix it; timing never uses it.
+func WithWallClock(now func() time.Time) Option {
+	return func(c *config) { c.wallClock = now }
+}
+
+// WithStartupDelay overrides the profile's StartupDelay.
+func WithStartupDelay(d time.Duration) Option {
+	return func(c *config) { c.startupDelay = &d }
+}
+
+// LimitConfig holds throttling limits. The zero value limits nothing.
+type LimitConfig struct {
+	// RPM is requests per minute: a token bucket of RPM requests that
+	// refills continuously at RPM/60 per second, as OpenAI meters.
+	RPM int
+	// TPM is tokens per minute, metered like RPM; a request costs its
+	// prompt tokens plus its max_tokens (the maximum it may generate),
+	// which is how OpenAI estimates a request before running it.
+	TPM int
+	// MaxConcurrency caps requests in flight on the model endpoints;
+	// beyond it the server answers TGI's 429 "Model is overloaded".
+	MaxConcurrency int
+}
+
+// FaultConfig injects faults. Each rate is a probability in [0, 1] drawn
+// per request from a hash of the seed and the request id, so a rerun with
+// the same ids sees the same faults. The zero value injects nothing. A
+// request header "X-Testbed-Fault: rate_limit|server_error|stream_cut|stall"
+// forces one fault on that request whatever the rates.
+type FaultConfig struct {
+	// ServerErrorRate answers 500 before the first byte.
+	ServerErrorRate float64
+	// RateLimitRate answers 429 with OpenAI's body and headers.
+	RateLimitRate float64
+	// RetryAfter is the retry-after of an injected 429 (default 1s).
+	RetryAfter time.Duration
+	// StreamCutRate cuts a stream's connection after StreamCutAfter token
+	// chunks (without a terminating chunk, as when a proxy resets it).
+	StreamCutRate float64
+	// StreamCutAfter is how many tokens are written before a cut; 0 draws
+	// it uniformly from [1, output tokens-1].
+	StreamCutAfter int
+	// StallRate pauses a stream for StallDuration before one token (drawn
+	// uniformly past the first); every later token is shifted as well.
+	StallRate float64
+	// StallDuration is the length of a stall (default 500ms).
+	StallDuration time.Duration
+	// TokensPerEvent, when > 1, sends that many tokens per SSE event (on
+	// the due time of the last of them), as servers that batch output do.
+	TokensPerEvent int
+	// PacingInterval, when > 0, releases tokens only on a fixed tick from
+	// the first token (every token due in a tick goes out together at its
+	// end), as gateways that re-chunk streams do.
+	PacingInterval time.Duration
+	// EarlyFirstByte flushes the response headers and (for chat) the role
+	// chunk on arrival, long before the first token: a client that times
+	// the first byte instead of the first token is then wrong.
+	EarlyFirstByte bool
+}
+
+// Fault names, as in X-Testbed-Fault and Truth.Fault.
+const (
+	FaultRateLimit   = "rate_limit"
+	FaultServerError = "server_error"
+	FaultStreamCut   = "stream_cut"
+	FaultStall       = "stall"
+	// FaultShutdown marks a stream ended by Drain or Close.
+	FaultShutdown = "shutdown"
+)
