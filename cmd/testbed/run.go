@@ -80,9 +80,16 @@ func resultsDir(dir, kind string) string {
 // runPlan runs plan with a progress line on stderr and prints the table.
 func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr io.Writer, opts ...harness.RunOption) error {
 	prog := newProgress(stderr)
-	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show)}, opts...)
+	mon, err := startClientMonitor(dir, stderr)
+	if err != nil {
+		return err
+	}
+	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show), harness.WithStepMonitor(mon)}, opts...)
 	res, err := harness.Run(ctx, plan, dir, opts...)
 	prog.clear()
+	if merr := mon.Stop(); merr != nil {
+		err = errors.Join(err, merr)
+	}
 	if res == nil {
 		return err
 	}
