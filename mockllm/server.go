@@ -47,8 +47,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	draining bool
-	active   int           // requests admitted to generation
-	idle     chan struct{} // closed when active drops to 0 while draining
+	active   int             // requests admitted to generation
+	idle     chan struct{}   // closed when active drops to 0 while draining
 	abortCtx context.Context // cancelled to end every stream now
 	abortFn  context.CancelFunc
 }
