@@ -56,3 +56,32 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFixedNext is the fixed mode's per-token cost: one due-time
+// computation, with and without jitter.
+func BenchmarkFixedNext(b *testing.B) {
+	for _, dist := range []string{JitterNone, JitterLognormal} {
+		b.Run(dist, func(b *testing.B) {
+			p := mustPreset(b, "ideal")
+			p.Jitter = Jitter{Dist: dist, CV: 0.2}
+			p.MaxModelLen = 0 // b.N tokens in one stream
+			s, err := New(p, WithSeed(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			st, err := s.Start(ctx, Request{ID: "bench", PromptTokens: 1, OutputTokens: b.N})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			b.ReportAllocs()
+			for range b.N {
+				if _, ok, err := st.Next(ctx); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
