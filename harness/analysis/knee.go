@@ -52,10 +52,11 @@ func (o KneeOptions) withDefaults() KneeOptions {
 type Knee struct {
 	Target string `json:"target"`
 	Ladder string `json:"ladder"` // LadderConcurrency | LadderRate
-	// ThroughputKnee is the last load whose step still added throughput at
-	// ≥ MinGain × the initial slope: past it, more load buys (almost) nothing.
+	// ThroughputKnee is the lowest load past which throughput never gains
+	// MinGain × the initial slope per added load unit again: past it, more
+	// load buys (almost) nothing.
 	ThroughputKnee *float64 `json:"throughput_knee"`
-	// LatencyKnee is the first load whose TTFT or E2E P99 exceeded
+	// LatencyKnee is the first load from which TTFT or E2E P99 stays above
 	// LatencyFactor × its lowest-load value; LatencyMetric names which.
 	LatencyKnee   *float64 `json:"latency_knee"`
 	LatencyMetric string   `json:"latency_metric,omitempty"`
@@ -124,11 +125,13 @@ func FindKnee(target, ladder string, pts []LadderPoint, o KneeOptions) Knee {
 	return k
 }
 
-// throughputKnee returns the index of the last point before the first
-// segment whose slope falls below minGain × the initial slope, or -1 when
+// throughputKnee returns the index of the lowest load past which
+// throughput never again gains MinGain × the initial slope per added load
+// unit — measured from that load to every higher one, not only to the next,
+// so one noisy step neither hides a knee nor fakes one — or -1 when
 // throughput kept growing to the top of the ladder. The initial slope is
-// taken from the origin (no load, no throughput) to the first step, which is
-// true for both ladder kinds and needs only one step to exist.
+// taken from the origin (no load, no throughput) to the first step, which
+// holds for both ladder kinds and needs only one step.
 func throughputKnee(p []LadderPoint, minGain float64) int {
 	if len(p) < 2 {
 		return -1
@@ -142,9 +145,13 @@ func throughputKnee(p []LadderPoint, minGain float64) int {
 	if s0 <= 0 || math.IsNaN(s0) {
 		return -1
 	}
-	for i := 1; i < len(p); i++ {
-		if slope(p[i-1], p[i]) < minGain*s0 {
-			return i - 1
+	for i := 0; i < len(p)-1; i++ {
+		flat := true
+		for j := i + 1; j < len(p) && flat; j++ {
+			flat = slope(p[i], p[j]) < minGain*s0
+		}
+		if flat {
+			return i
 		}
 	}
 	return -1
@@ -157,25 +164,32 @@ func slope(a, b LadderPoint) float64 {
 	return (b.Throughput - a.Throughput) / (b.Load - a.Load)
 }
 
-// latencyKnee returns the first index whose TTFT or E2E P99 exceeds factor ×
-// the lowest-load value of the same metric, and the metric's name.
+// latencyKnee returns the first index from which TTFT or E2E P99 stays
+// above factor × the lowest-load value of the same metric for every higher
+// load, and the metric's name. Requiring the excess to persist keeps one
+// noisy step (a P99 of a few ms doubles easily) from passing for a knee:
+// a real takeoff only gets worse with more load.
 func latencyKnee(p []LadderPoint, factor float64) (int, string) {
 	first := func(get func(LadderPoint) float64) int {
 		base := math.NaN()
+		knee := -1
 		for i, q := range p {
 			v := get(q)
 			if !(v > 0) {
 				continue
 			}
-			if math.IsNaN(base) {
+			switch {
+			case math.IsNaN(base):
 				base = v
-				continue
-			}
-			if v > factor*base {
-				return i
+			case v > factor*base:
+				if knee < 0 {
+					knee = i
+				}
+			default:
+				knee = -1
 			}
 		}
-		return -1
+		return knee
 	}
 	t := first(func(q LadderPoint) float64 { return q.TTFTP99 })
 	e := first(func(q LadderPoint) float64 { return q.E2EP99 })

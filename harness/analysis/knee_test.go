@@ -64,6 +64,16 @@ func TestFindKnee(t *testing.T) {
 		{"soft curve, strict", ladder([]float64{1, 2, 3, 4},
 			[]float64{10, 19, 25, 28}, []float64{5, 5, 5, 5}, []float64{50, 50, 50, 50}),
 			KneeOptions{MinGain: 0.7}, 2, -1, 2, -1, ""},
+		// A noisy P99 that doubles at one low step and falls back is not a
+		// knee; the takeoff that persists is.
+		{"noisy low step", ladder([]float64{1, 8, 16, 32, 40, 48},
+			[]float64{100, 800, 1600, 3200, 3210, 3205}, []float64{10, 37, 15, 20, 90, 200}, []float64{50, 52, 54, 60, 75, 90}),
+			KneeOptions{}, 32, 40, 32, 32, "ttft_p99"},
+		// A step that dips below its neighbours before saturation is noise,
+		// not a knee: throughput grows again after it.
+		{"dip before saturation", ladder([]float64{1, 8, 16, 24, 32, 48, 64},
+			[]float64{100, 800, 900, 2400, 3200, 3250, 3190}, []float64{5, 5, 5, 5, 5, 50, 90}, []float64{50, 50, 50, 50, 50, 80, 110}),
+			KneeOptions{}, 32, 48, 32, 32, "ttft_p99"},
 		// Unsorted input is sorted by load.
 		{"unsorted", []LadderPoint{sat[5], sat[0], sat[3], sat[4], sat[7], sat[1], sat[2], sat[6]},
 			KneeOptions{}, 32, 40, 32, 32, "ttft_p99"},

@@ -106,25 +106,34 @@ func (m *model) limitations(d *document) {
 	}
 
 	// Thin samples.
-	var thin []string
+	thin, steps, minN, maxN, need := 0, 0, 0, 0, 0
 	for _, t := range m.targets {
 		for _, s := range t.steps {
-			for _, metric := range []string{"ttft_ms", "e2e_ms"} {
-				if iv, ok := s.interval(metric, 99); ok && iv.N > 0 && !iv.Adequate {
-					thin = append(thin, fmt.Sprintf("%s %s %s %s P99 (n=%d, needs %d)", t.name, s.s.Scenario, loadLabel(s.s.Scenario, s.s),
-						strings.TrimSuffix(metric, "_ms"), iv.N, iv.MinSamples))
-					break
-				}
+			iv, ok := s.interval("ttft_ms", 99)
+			if !ok || iv.N == 0 {
+				iv, ok = s.interval("e2e_ms", 99)
 			}
+			if !ok || iv.N == 0 {
+				continue
+			}
+			steps++
+			if iv.Adequate {
+				continue
+			}
+			if thin == 0 || iv.N < minN {
+				minN = iv.N
+			}
+			thin++
+			maxN, need = max(maxN, iv.N), iv.MinSamples
 		}
 	}
-	if len(thin) > 0 {
-		shown := thin
-		if len(shown) > 8 {
-			shown = append(shown[:8:8], fmt.Sprintf("and %d more", len(thin)-8))
+	if thin > 0 {
+		n := fmt.Sprint(minN)
+		if maxN != minN {
+			n = fmt.Sprintf("%d–%d", minN, maxN)
 		}
-		add("**Thin samples**: %d step(s) have too few requests for a two-sided 95 %% interval on their P99: %s. Treat those P99s as lower bounds.",
-			len(thin), strings.Join(shown, "; "))
+		add("**Thin samples**: in %d of %d steps the P99 rests on %s samples, fewer than the %d a two-sided 95 %% interval needs: "+
+			"treat those P99s as lower bounds (the table below marks them \"open\"), and P99.9 needs ten times more.", thin, steps, n, need)
 	}
 
 	// Network path.

@@ -196,8 +196,10 @@ func loadLabel(scenario string, s *harness.StepSummary) string {
 // Number formats used in tables and text.
 func ms(v float64) string {
 	switch {
-	case math.IsNaN(v) || v == 0:
+	case math.IsNaN(v):
 		return "—"
+	case v == 0:
+		return "0"
 	case v >= 1000:
 		return fmt.Sprintf("%.0f", v)
 	case v >= 100:
