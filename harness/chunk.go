@@ -11,6 +11,7 @@ import (
 // happens only for the rare chunks that carry usage, details or an error.
 type chunk struct {
 	text       bool // carries generated text (a role-only or empty delta does not)
+	words      int  // whitespace-separated words in the text: the token estimate of a multi-token chunk
 	done       bool // [DONE], or TGI's final chunk
 	finish     string
 	usage      bool
@@ -61,6 +62,46 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // nonEmptyString reports whether v starts with a JSON string of at least one character.
 func nonEmptyString(v []byte) bool { return len(v) >= 2 && v[0] == '"' && v[1] != '"' }
 
+// textValue reports whether v starts with a non-empty JSON string, and
+// how many whitespace-separated words it holds (escaped \n, \t, \r and
+// \u0020 count as whitespace). Servers send one token per event almost
+// always; when an event carries several, its word count is the client's
+// estimate of how many (exact for the mock's tokenizer).
+func textValue(v []byte) (nonEmpty bool, words int) {
+	if !nonEmptyString(v) {
+		return false, 0
+	}
+	inWord := false
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		space := false
+		switch c {
+		case '"':
+			return true, words
+		case ' ', '\t', '\n', '\r':
+			space = true
+		case '\\':
+			if i+1 < len(v) {
+				i++
+				switch v[i] {
+				case 'n', 't', 'r', 'f':
+					space = true
+				case 'u':
+					space = i+4 < len(v) && string(v[i+1:i+5]) == "0020"
+					i += 4
+				}
+			}
+		}
+		if space {
+			inWord = false
+		} else if !inWord {
+			inWord = true
+			words++
+		}
+	}
+	return true, words
+}
+
 // notNull reports whether v starts with a value other than null.
 func notNull(v []byte) bool { return len(v) > 0 && v[0] != 'n' }
 
@@ -74,7 +115,7 @@ func parseChunk(api string, data []byte) chunk {
 	switch api {
 	case APITGI:
 		// {"index":1,"token":{"id":5,"text":" a","logprob":0,"special":false},"generated_text":null,"details":null}
-		c.text = nonEmptyString(valueAfter(data, keyText))
+		c.text, c.words = textValue(valueAfter(data, keyText))
 		if notNull(valueAfter(data, keyGenerated)) {
 			c.done = true
 			decodeTGIFinal(data, &c)
@@ -84,8 +125,13 @@ func parseChunk(api string, data []byte) chunk {
 		if api == APICompletions {
 			key = keyText
 		}
-		c.text = nonEmptyString(valueAfter(data, key)) ||
-			nonEmptyString(valueAfter(data, keyReasoning)) || nonEmptyString(valueAfter(data, keyReason2))
+		c.text, c.words = textValue(valueAfter(data, key))
+		if !c.text {
+			c.text, c.words = textValue(valueAfter(data, keyReasoning))
+		}
+		if !c.text {
+			c.text, c.words = textValue(valueAfter(data, keyReason2))
+		}
 		if v := valueAfter(data, keyFinish); notNull(v) && len(v) > 0 && v[0] == '"' {
 			end := bytes.IndexByte(v[1:], '"')
 			if end >= 0 {

@@ -321,7 +321,7 @@ func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *t
 			break
 		}
 		if ch.text {
-			n := 1
+			n := max(1, ch.words)
 			if ch.usage && (usageSeen || nTokenChunks == 0) && ch.complTok > lastCompl {
 				n = ch.complTok - lastCompl // usage streamed with every chunk
 			}
