@@ -281,34 +281,46 @@ func TestKVCapacityQueues(t *testing.T) {
 }
 
 // Sequences that outgrow the cache preempt the most recent one, which
-// recomputes later; every token still arrives, in order.
+// recomputes later; the schedule is exact. Two requests (16 prompt, 40
+// output) share 4 blocks of 16 tokens:
+//   - step 1 prefills both (1 block each), steps 2–17 decode both (2 blocks
+//     each once they pass 16 tokens);
+//   - step 18: the first needs a 3rd block, none is free, so the second
+//     (most recent) is preempted after 17 tokens; the first decodes alone
+//     to its 40th token at step 40;
+//   - step 41 recomputes the second's 16+17 tokens as prefill and samples
+//     its 18th token; steps 42–63 decode the rest.
 func TestPreemptionByRecompute(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := testProfile()
 		p.KVCacheBlocks, p.MaxModelLen = 4, 64
 		p.ColdStart = time.Second
+		b0, b1, b2 := p.Beta0US, p.Beta1US, p.Beta2US
 		s := newEngine(t, p)
-		t0 := time.Now()
-		// Each needs 1 block to start and 16+40−1 = 55 tokens = 4 blocks at the end.
+		t0 := time.Now().Add(p.ColdStart)
 		a, b := start(t, s, 16, 40), start(t, s, 16, 40)
-		da, db := drain(t, a, t0), drain(t, b, t0)
-		if len(da) != 40 || len(db) != 40 {
-			t.Fatalf("got %d and %d tokens, want 40 each", len(da), len(db))
-		}
-		time.Sleep(time.Until(t0.Add(db[len(db)-1] + 1))) // past the last step's end
-		if db[len(db)-1] <= da[len(da)-1] {
-			t.Errorf("the preempted (later) request finished at %v, before the first at %v", db[len(db)-1], da[len(da)-1])
-		}
+		durs := []time.Duration{us(b0 + 32*b1)}
+		durs = append(durs, repeat(us(b0+2*b2), 16)...) // steps 2–17
+		durs = append(durs, repeat(us(b0+b2), 23)...)   // steps 18–40
+		durs = append(durs, us(b0+33*b1))               // step 41: recompute
+		durs = append(durs, repeat(us(b0+b2), 22)...)   // steps 42–63
+		ends := steps(0, durs...)
+		equalDurations(t, "first", drain(t, a, t0), ends[:40])
+		equalDurations(t, "preempted", drain(t, b, t0), append(ends[:17:17], ends[40:]...))
+		time.Sleep(time.Until(t0.Add(ends[len(ends)-1] + 1))) // past the last step's end
 		st := s.Stats()
-		if st.Preemptions == 0 {
-			t.Error("Preemptions = 0, want > 0")
+		if st.Preemptions != 1 {
+			t.Errorf("Preemptions = %d, want 1", st.Preemptions)
 		}
 		if st.Running != 0 || st.Waiting != 0 || st.KVCacheUsage != 0 {
 			t.Errorf("after both finished: %+v, want an empty engine", st)
 		}
 		if st.DecodedTokens != 80 || st.PromptTokens != 32 {
 			t.Errorf("tokens: decoded %d prompt %d, want 80 and 32", st.DecodedTokens, st.PromptTokens)
+		}
+		if d := b.Dequeued().Sub(t0); d != 0 {
+			t.Errorf("preempted request's Dequeued moved to %v; it is its first admission", d)
 		}
 	})
 }
