@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -199,6 +200,9 @@ func ParseProfile(data []byte) (Profile, error) {
 	if err := yaml.Unmarshal(data, &head); err != nil {
 		return Profile{}, fmt.Errorf("profile: %w", err)
 	}
+	if err := checkIntegers(data); err != nil {
+		return Profile{}, err
+	}
 	var f profileFile
 	if head.Base != "" {
 		base, err := Preset(head.Base)
@@ -284,4 +288,64 @@ func (p Profile) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Set overrides one field by its YAML name ("max_num_seqs", "ttft",
+// "jitter.cv"), parsing value as the YAML file would, so command-line
+// flags and files share one set of names and rules. Validate afterwards.
+func (p *Profile) Set(key, value string) error {
+	path := strings.Split(key, ".")
+	// Build {a: {b: value}} as a node tree, so value is parsed as a plain scalar.
+	node := &yaml.Node{Kind: yaml.ScalarNode, Value: value}
+	for i := len(path) - 1; i >= 0; i-- {
+		node = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: path[i]}, node}}
+	}
+	data, err := yaml.Marshal(node)
+	if err != nil {
+		return fmt.Errorf("profile: %s: %w", key, err)
+	}
+	if err := checkIntegers(data); err != nil {
+		return err
+	}
+	q := *p
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&q); err != nil {
+		return fmt.Errorf("profile: %s=%q: %w", key, value, err)
+	}
+	*p = q
+	return nil
+}
+
+// intFields are the YAML names of Profile's integer fields.
+var intFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[Profile]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Int {
+			m[strings.Split(f.Tag.Get("yaml"), ",")[0]] = true
+		}
+	}
+	return m
+}()
+
+// checkIntegers rejects non-integer values of integer fields, which
+// yaml.v3 would otherwise truncate (max_num_seqs: 1.5 becoming 1).
+func checkIntegers(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil // empty, or not a mapping: the decoder reports it
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if intFields[k.Value] && v.Kind == yaml.ScalarNode && v.ShortTag() != "!!int" {
+			return fmt.Errorf("profile: %s: must be an integer, got %s", k.Value, v.Value)
+		}
+	}
+	return nil
 }

@@ -164,6 +164,8 @@ func TestParseProfile(t *testing.T) {
 		// A bare integer is ambiguous as a duration, so it is rejected.
 		{"integer duration", "mode: fixed\nttft: 100\nitl: 1s\n", nil, "cannot unmarshal"},
 		{"bad base", "base: nope\n", nil, "profile: base:"},
+		// A fraction where an integer belongs is an error, not a truncation.
+		{"fractional int", "base: ideal\nmax_model_len: 1000.5\n", nil, "profile: max_model_len: must be an integer, got 1000.5"},
 		// Parsed profiles are validated.
 		{"invalid", "mode: fixed\nttft: 1s\nitl: -5ms\n", nil, "profile: itl: must be > 0, got -5ms"},
 		{"empty", "", nil, "profile: mode:"},
@@ -227,4 +229,45 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatalf("round trip changed the profile:\n%+v\n%+v", p, q)
 		}
 	})
+}
+
+func TestProfileSet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		key, value string
+		check      func(p Profile) bool
+		err        string
+	}{
+		// Durations as Go duration strings.
+		{"ttft", "250ms", func(p Profile) bool { return p.TTFT == 250*time.Millisecond }, ""},
+		// Integers and floats.
+		{"max_num_seqs", "8", func(p Profile) bool { return p.MaxNumSeqs == 8 }, ""},
+		{"beta1_us", "1.5", func(p Profile) bool { return p.Beta1US == 1.5 }, ""},
+		// Nested fields keep their siblings.
+		{"jitter.cv", "0.3", func(p Profile) bool { return p.Jitter.CV == 0.3 && p.Jitter.Dist == JitterNormal }, ""},
+		// A value that only looks like YAML structure stays a scalar.
+		{"name", "a: b", func(p Profile) bool { return p.Name == "a: b" }, ""},
+		{"max_num_sequences", "8", nil, "field max_num_sequences not found"},
+		{"itl", "fast", nil, `profile: itl="fast"`},
+		// yaml.v3 alone would truncate this to 1.
+		{"max_num_seqs", "1.5", nil, "profile: max_num_seqs: must be an integer, got 1.5"},
+	}
+	for _, tt := range tests {
+		p := mustPreset(t, "llama3-8b-h100")
+		p.Jitter = Jitter{Dist: JitterNormal, CV: 0.1}
+		before := p
+		err := p.Set(tt.key, tt.value)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Set(%s, %s) = %v, want %q", tt.key, tt.value, err, tt.err)
+			}
+			if !reflect.DeepEqual(p, before) {
+				t.Errorf("failed Set(%s) changed the profile", tt.key)
+			}
+			continue
+		}
+		if err != nil || !tt.check(p) {
+			t.Errorf("Set(%s, %s) = %v, profile %+v", tt.key, tt.value, err, p)
+		}
+	}
 }
