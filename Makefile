@@ -10,6 +10,10 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/testbed ./cmd/testbed
 
+# A first result with no server to set up: the mock in-process, a short ladder.
+demo:
+	$(GO) run ./cmd/testbed demo
+
 # Static binary for the FROM-scratch image.
 bin/testbed-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/testbed-static ./cmd/testbed

@@ -205,5 +205,12 @@ func (d Dist) Sample(r *rand.Rand) int {
 // MarshalText writes d as its spec.
 func (d Dist) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// UnmarshalText parses a spec.
-func (d *Dist) UnmarshalText(b []byte) error { return d.Set(string(b)) }
+// UnmarshalText parses a spec; an empty one is the unset Dist (run.json
+// writes unset distributions that way).
+func (d *Dist) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*d = Dist{}
+		return nil
+	}
+	return d.Set(string(b))
+}

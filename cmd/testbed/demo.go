@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"testbed/harness"
+	"testbed/mockllm"
+	"testbed/mockllm/engine"
+)
+
+func init() {
+	register(command{name: "demo", summary: "start the mock in-process and run a short concurrency ladder against it", run: runDemo})
+}
+
+// runDemo is a newcomer's first result: no server to set up. The mock runs
+// in this process on a loopback port with a real engine profile (so
+// latency grows with load), and a short ladder runs against it through
+// the same path as `testbed run`.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "results directory (default results/demo-<time>)")
+	profile := fs.String("profile", "llama3-8b-h100", "mock profile preset: "+fmt.Sprint(engine.PresetNames()))
+	conc := intList{1, 4, 16}
+	fs.Var(&conc, "concurrency", "concurrency ladder")
+	rounds := fs.Int("rounds", 3, "measured requests per step, in multiples of its concurrency (at least 12)")
+	in, _ := harness.ParseDist("fixed:256")
+	outTok, _ := harness.ParseDist("fixed:64")
+	fs.Var(&in, "input-tokens", "prompt length distribution")
+	fs.Var(&outTok, "output-tokens", "output length distribution")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	prof, err := engine.Preset(*profile)
+	if err != nil {
+		return err
+	}
+	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("demo"), mockllm.WithSeed(1))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(stderr, "mock (profile %s) serving at %s\n", prof.Name, url)
+
+	p := harness.Plan{
+		Name:      "demo",
+		Seed:      1,
+		Targets:   []harness.Target{{Name: "mock", URL: url, Model: "demo"}},
+		Dataset:   harness.Dataset{InputTokens: in, OutputTokens: outTok},
+		IgnoreEOS: true,
+	}
+	// Each step: one warm-up round (connections, cold start), then a few
+	// measured rounds, so every step takes about the same time.
+	for _, c := range conc {
+		warm := c
+		p.Extra = append(p.Extra, harness.StepSpec{Scenario: harness.ScenarioConcurrency, Concurrency: c, Requests: max(12, *rounds*c), Warmup: &warm})
+	}
+	dir := resultsDir(*out, "demo")
+	err = runPlan(ctx, p, dir, stdout, stderr)
+
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(shutCtx); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "rebuild this table any time with: testbed report %s\n", dir)
+	}
+	return err
+}
