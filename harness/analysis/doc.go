@@ -16,9 +16,11 @@
 //     initial slope; the knee is the lowest load from which the marginal
 //     gain per added load unit, to every higher step, stays below
 //     KneeOptions.MinGain (0.2) of it.
-//   - Latency knee: the first load from which TTFT P99 or E2E P99 stays
-//     above KneeOptions.LatencyFactor (2) × its lowest-load value at every
-//     higher load (one noisy step is not a knee). The Kneedle
+//   - Latency knee: the first load from which, at every higher load, TTFT
+//     P99 stays above its lowest-load value plus KneeOptions.QueueShare
+//     (0.5) × the lowest-load E2E P99 (requests queue behind others), or
+//     E2E P99 stays above KneeOptions.LatencyFactor (2) × its lowest-load
+//     value. One noisy step is not a knee. The Kneedle
 //     elbow (Satopää et al. 2011) of the E2E P99 curve is reported beside it.
 //   - Best operating point: the highest load at or before the throughput
 //     knee and before the latency knee whose step met every SLO with at most

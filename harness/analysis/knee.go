@@ -26,9 +26,16 @@ type KneeOptions struct {
 	// MinGain: throughput has stopped growing when the marginal gain per added
 	// load unit falls below MinGain × the initial slope. Default 0.2.
 	MinGain float64
-	// LatencyFactor: latency has taken off when a step's P99 exceeds
-	// LatencyFactor × its value at the lowest load. Default 2.
+	// LatencyFactor: E2E latency has taken off when a step's E2E P99
+	// exceeds LatencyFactor × its value at the lowest load. Default 2.
 	LatencyFactor float64
+	// QueueShare: TTFT has taken off when a step's TTFT P99 exceeds its
+	// lowest-load value by more than QueueShare × the lowest-load E2E P99,
+	// i.e. requests now wait for a good part of another request to finish
+	// (queueing), not merely for the engine's current step. A ratio on TTFT
+	// alone would fire early: a low-load TTFT of one prefill step doubles as
+	// soon as requests arrive mid-step. Default 0.5.
+	QueueShare float64
 	// MaxErrorRate: a step failing more than this share of requests is never
 	// a recommended operating point. Default 0.01.
 	MaxErrorRate float64
@@ -40,6 +47,9 @@ func (o KneeOptions) withDefaults() KneeOptions {
 	}
 	if o.LatencyFactor <= 1 {
 		o.LatencyFactor = 2
+	}
+	if o.QueueShare <= 0 {
+		o.QueueShare = 0.5
 	}
 	if o.MaxErrorRate <= 0 {
 		o.MaxErrorRate = 0.01
@@ -56,8 +66,9 @@ type Knee struct {
 	// MinGain × the initial slope per added load unit again: past it, more
 	// load buys (almost) nothing.
 	ThroughputKnee *float64 `json:"throughput_knee"`
-	// LatencyKnee is the first load from which TTFT or E2E P99 stays above
-	// LatencyFactor × its lowest-load value; LatencyMetric names which.
+	// LatencyKnee is the first load from which TTFT P99 or E2E P99 stays
+	// beyond its threshold (KneeOptions.QueueShare, LatencyFactor) at every
+	// higher load; LatencyMetric names which.
 	LatencyKnee   *float64 `json:"latency_knee"`
 	LatencyMetric string   `json:"latency_metric,omitempty"`
 	// LatencyElbow is the Kneedle elbow of the E2E P99 curve (where it bends
@@ -93,7 +104,7 @@ func FindKnee(target, ladder string, pts []LadderPoint, o KneeOptions) Knee {
 	if tk >= 0 {
 		k.ThroughputKnee = ptr(p[tk].Load)
 	}
-	lk, metric := latencyKnee(p, o.LatencyFactor)
+	lk, metric := latencyKnee(p, o.LatencyFactor, o.QueueShare)
 	if lk >= 0 {
 		k.LatencyKnee, k.LatencyMetric = ptr(p[lk].Load), metric
 	}
@@ -165,23 +176,31 @@ func slope(a, b LadderPoint) float64 {
 }
 
 // latencyKnee returns the first index from which TTFT or E2E P99 stays
-// above factor × the lowest-load value of the same metric for every higher
-// load, and the metric's name. Requiring the excess to persist keeps one
-// noisy step (a P99 of a few ms doubles easily) from passing for a knee:
-// a real takeoff only gets worse with more load.
-func latencyKnee(p []LadderPoint, factor float64) (int, string) {
-	first := func(get func(LadderPoint) float64) int {
-		base := math.NaN()
+// beyond its threshold for every higher load, and the metric's name.
+// Requiring the excess to persist keeps one noisy step from passing for a
+// knee: a real takeoff only gets worse with more load. TTFT's threshold is
+// its lowest-load value plus queueShare × the lowest-load E2E P99 (factor ×
+// the TTFT when no E2E is known); E2E's is factor × its lowest-load value.
+func latencyKnee(p []LadderPoint, factor, queueShare float64) (int, string) {
+	base := func(get func(LadderPoint) float64) float64 {
+		for _, q := range p {
+			if v := get(q); v > 0 {
+				return v
+			}
+		}
+		return math.NaN()
+	}
+	ttft := func(q LadderPoint) float64 { return q.TTFTP99 }
+	e2e := func(q LadderPoint) float64 { return q.E2EP99 }
+	first := func(get func(LadderPoint) float64, limit float64) int {
+		if math.IsNaN(limit) {
+			return -1
+		}
 		knee := -1
 		for i, q := range p {
-			v := get(q)
-			if !(v > 0) {
-				continue
-			}
-			switch {
-			case math.IsNaN(base):
-				base = v
-			case v > factor*base:
+			switch v := get(q); {
+			case !(v > 0):
+			case v > limit:
 				if knee < 0 {
 					knee = i
 				}
@@ -191,8 +210,13 @@ func latencyKnee(p []LadderPoint, factor float64) (int, string) {
 		}
 		return knee
 	}
-	t := first(func(q LadderPoint) float64 { return q.TTFTP99 })
-	e := first(func(q LadderPoint) float64 { return q.E2EP99 })
+	bt, be := base(ttft), base(e2e)
+	tLimit := bt * factor
+	if !math.IsNaN(be) {
+		tLimit = bt + queueShare*be
+	}
+	t := first(ttft, tLimit)
+	e := first(e2e, factor*be)
 	switch {
 	case t < 0 && e < 0:
 		return -1, ""

@@ -21,21 +21,21 @@ func val(p *float64) float64 {
 func TestFindKnee(t *testing.T) {
 	t.Parallel()
 	// A server with 32 batch slots: throughput grows linearly to 32, then
-	// flat; past 32, requests queue, so TTFT takes off and E2E grows with
-	// load (Little's law).
+	// flat; past 32, requests queue behind whole requests, so TTFT jumps by
+	// about one E2E and E2E grows with load (Little's law).
 	loads := []float64{1, 8, 16, 24, 32, 40, 48, 64}
 	sat := ladder(loads,
 		[]float64{100, 800, 1590, 2370, 3150, 3160, 3155, 3170},
-		[]float64{20, 21, 22, 23, 25, 400, 800, 1600},
+		[]float64{20, 21, 22, 23, 25, 1040, 1080, 2100},
 		[]float64{1000, 1010, 1020, 1030, 1040, 1300, 1560, 2080})
 	sloFail := ladder(loads,
 		[]float64{100, 800, 1590, 2370, 3150, 3160, 3155, 3170},
-		[]float64{20, 21, 22, 23, 25, 400, 800, 1600},
+		[]float64{20, 21, 22, 23, 25, 1040, 1080, 2100},
 		[]float64{1000, 1010, 1020, 1030, 1040, 1300, 1560, 2080})
 	sloFail[4].MeetsSLO = false // the E2E SLO fails at 32
 	errs := ladder(loads,
 		[]float64{100, 800, 1590, 2370, 3150, 3160, 3155, 3170},
-		[]float64{20, 21, 22, 23, 25, 400, 800, 1600},
+		[]float64{20, 21, 22, 23, 25, 1040, 1080, 2100},
 		[]float64{1000, 1010, 1020, 1030, 1040, 1300, 1560, 2080})
 	errs[3].ErrorRate, errs[4].ErrorRate = 0.05, 0.05 // 429s at 24 and 32
 	cases := []struct {
@@ -73,6 +73,11 @@ func TestFindKnee(t *testing.T) {
 		// not a knee: throughput grows again after it.
 		{"dip before saturation", ladder([]float64{1, 8, 16, 24, 32, 48, 64},
 			[]float64{100, 800, 900, 2400, 3200, 3250, 3190}, []float64{5, 5, 5, 5, 5, 50, 90}, []float64{50, 50, 50, 50, 50, 80, 110}),
+			KneeOptions{}, 32, 48, 32, 32, "ttft_p99"},
+		// TTFT of one prefill step (8 ms) doubles as soon as requests arrive
+		// mid-step, without any queueing: that is not a latency knee.
+		{"step alignment", ladder([]float64{1, 8, 16, 32, 48},
+			[]float64{120, 900, 1800, 3300, 3500}, []float64{8, 18, 20, 40, 160}, []float64{140, 150, 155, 170, 260}),
 			KneeOptions{}, 32, 48, 32, 32, "ttft_p99"},
 		// Unsorted input is sorted by load.
 		{"unsorted", []LadderPoint{sat[5], sat[0], sat[3], sat[4], sat[7], sat[1], sat[2], sat[6]},

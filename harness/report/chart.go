@@ -48,12 +48,17 @@ var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#
 func (c Chart) Empty() bool {
 	for _, s := range c.Series {
 		for i := range s.X {
-			if finite(s.X[i]) && finite(s.Y[i]) {
+			if c.plottable(s.X[i], s.Y[i]) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// plottable reports whether a point can be placed on the chart's axes.
+func (c Chart) plottable(x, y float64) bool {
+	return finite(x) && finite(y) && (!c.LogX || x > 0)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -117,7 +122,7 @@ func (c Chart) SVG() string {
 		py := math.NaN()
 		for j := range s.X {
 			x, y := s.X[j], s.Y[j]
-			if !finite(x) || !finite(y) || (c.LogX && x <= 0) {
+			if !c.plottable(x, y) {
 				continue
 			}
 			if s.Steps && !math.IsNaN(py) {
@@ -141,7 +146,7 @@ func (c Chart) SVG() string {
 			}
 			for j := range s.X {
 				x, y := s.X[j], s.Y[j]
-				if !finite(x) || !finite(y) || (c.LogX && x <= 0) {
+				if !c.plottable(x, y) {
 					continue
 				}
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"/>`, tx(x), ty(y), r, col)
@@ -185,7 +190,7 @@ func (c Chart) bounds() (xmin, xmax, ymin, ymax float64) {
 	for _, s := range c.Series {
 		for j := range s.X {
 			x, y := s.X[j], s.Y[j]
-			if !finite(x) || !finite(y) || (c.LogX && x <= 0) {
+			if !c.plottable(x, y) {
 				continue
 			}
 			xmin, xmax = math.Min(xmin, x), math.Max(xmax, x)
@@ -193,7 +198,7 @@ func (c Chart) bounds() (xmin, xmax, ymin, ymax float64) {
 		}
 	}
 	if math.IsInf(xmin, 1) {
-		return 0, 1, 0, 1
+		return 1, 10, 0, 1 // nothing to draw: any range valid on both scales
 	}
 	if ymin > 0 {
 		ymin = 0
@@ -227,9 +232,16 @@ func ticks(lo, hi float64, n int) []float64 {
 			break
 		}
 	}
+	// Whole multiples of step; below 1 the value is built by division by a
+	// power of ten, which lands on the shortest decimal (0.6, not
+	// 0.6000000000000001).
+	inv := 1.0
+	if mag < 1 {
+		inv = math.Round(1 / mag)
+	}
 	var out []float64
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
-		out = append(out, math.Round(v/step)*step)
+	for k := math.Ceil(lo / step); k*step <= hi+step*1e-9; k++ {
+		out = append(out, math.Round(k*step*inv)/inv)
 	}
 	return out
 }
@@ -237,6 +249,9 @@ func ticks(lo, hi float64, n int) []float64 {
 // logTicks returns 1-2-5 ticks per decade in [lo, hi].
 func logTicks(lo, hi float64) []float64 {
 	var out []float64
+	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
+		return nil
+	}
 	for d := math.Pow(10, math.Floor(math.Log10(lo))); d <= hi; d *= 10 {
 		for _, m := range []float64{1, 2, 5} {
 			if v := d * m; v >= lo*(1-1e-9) && v <= hi*(1+1e-9) {

@@ -1,0 +1,134 @@
+package report
+
+import (
+	"context"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"testbed/harness"
+	"testbed/harness/analysis"
+	"testbed/mockllm"
+	"testbed/mockllm/engine"
+)
+
+// serveMock starts the real mock behind httptest with the profile file at
+// path and returns its base URL.
+func serveMock(t *testing.T, path string) string {
+	t.Helper()
+	prof, err := engine.LoadProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return hs.URL
+}
+
+// runPlan runs the plan file at path with its targets pointed at urls (by
+// target name) and loads the results back.
+func runPlan(t *testing.T, path string, urls map[string]string) *Run {
+	t.Helper()
+	plan, err := harness.LoadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range plan.Targets {
+		u, ok := urls[plan.Targets[i].Name]
+		if !ok {
+			t.Fatalf("no mock for target %q", plan.Targets[i].Name)
+		}
+		plan.Targets[i].URL = u
+	}
+	dir := t.TempDir()
+	if _, err := harness.Run(context.Background(), plan, dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(dir, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, []*Run{r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := analysis.Write(dir, r.Analysis); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestKneeExample runs the shipped examples/knee.yaml against the mock in
+// engine mode with max_num_seqs 32: the analysis must find the throughput
+// knee at the batch limit and the report must name it in its conclusions.
+func TestKneeExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 7-step ladder in real time (about 12 s)")
+	}
+	t.Parallel()
+	prof, err := engine.LoadProfile("../../examples/knee-mock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runPlan(t, "../../examples/knee.yaml", map[string]string{"mock": serveMock(t, "../../examples/knee-mock.yaml")})
+
+	if len(r.Analysis.Knees) != 1 {
+		t.Fatalf("knees: %+v", r.Analysis.Knees)
+	}
+	k := r.Analysis.Knees[0]
+	if k.ThroughputKnee == nil {
+		t.Fatalf("no throughput knee found: %+v", k)
+	}
+	// The batch holds MaxNumSeqs sequences: past it, requests wait and
+	// throughput cannot grow. The ladder steps around 32 are 24 and 48,
+	// so "≈ 32" is the step at 32, allowing one ladder step of noise on a
+	// busy machine.
+	slots := float64(prof.MaxNumSeqs)
+	t.Logf("throughput knee at %v (max_num_seqs %v), latency knee %v, best %v", *k.ThroughputKnee, slots, val(k.LatencyKnee), val(k.BestOperatingPoint))
+	if got := *k.ThroughputKnee; got < 24 || got > 48 {
+		t.Errorf("throughput knee at concurrency %v, want ≈ %v", got, slots)
+	}
+	// Past the knee, throughput is bounded by the engine: one token per
+	// sequence per step, at most MaxNumSeqs sequences per decode step.
+	ceiling := slots / ((prof.Beta0US + prof.Beta2US*slots) / 1e6)
+	if k.MaxThroughput > ceiling*1.05 {
+		t.Errorf("max throughput %.0f tok/s above the engine's ceiling %.0f", k.MaxThroughput, ceiling)
+	}
+
+	md := Markdown([]*Run{r})
+	concl := section(md, "## Conclusions")
+	m := regexp.MustCompile(`throughput knee at \*\*concurrency (\d+)\*\*`).FindStringSubmatch(concl)
+	if m == nil {
+		t.Fatalf("conclusions do not name the knee:\n%s", concl)
+	}
+	if n, _ := strconv.Atoi(m[1]); float64(n) != *k.ThroughputKnee {
+		t.Errorf("conclusions name concurrency %d, analysis found %v", n, *k.ThroughputKnee)
+	}
+}
+
+// section returns the Markdown from heading to the next heading of the
+// same level.
+func section(md, heading string) string {
+	i := strings.Index(md, heading)
+	if i < 0 {
+		return ""
+	}
+	level := heading[:strings.IndexByte(heading, ' ')+1]
+	rest := md[i+len(heading):]
+	if j := strings.Index(rest, "\n"+level); j >= 0 {
+		rest = rest[:j]
+	}
+	return heading + rest
+}
+
+func val(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
