@@ -31,6 +31,7 @@ type Plan struct {
 	Retry      Retry      `yaml:"retry,omitempty" json:"retry"`
 	SLO        SLO        `yaml:"slo,omitempty" json:"slo"`
 	Extra      []StepSpec `yaml:"steps,omitempty" json:"steps,omitempty"`
+	Scenarios  *Scenarios `yaml:"scenarios,omitempty" json:"scenarios,omitempty"` // scenario.go: cold start, long context, …
 }
 
 // Target is one server under test.
@@ -117,6 +118,7 @@ type StepSpec struct {
 	OutputTokens Dist     `yaml:"output_tokens,omitempty" json:"output_tokens"`
 	Stream       *bool    `yaml:"stream,omitempty" json:"stream,omitempty"`
 	Connection   string   `yaml:"connection,omitempty" json:"connection,omitempty"`
+	IdleBefore   Duration `yaml:"idle_before,omitempty" json:"idle_before,omitempty"` // closed loop: idle gap before each request (cold start)
 }
 
 // Duration is a time.Duration written as "30s" in YAML and JSON.
@@ -173,6 +175,7 @@ func LoadPlan(path string) (Plan, error) {
 // SetDefaults fills unset fields with their defaults; Run calls it too, so
 // a Plan built in Go needs only what differs.
 func (p *Plan) SetDefaults() {
+	p.Scenarios.setDefaults()
 	for i := range p.Targets {
 		t := &p.Targets[i]
 		if t.API == "" {
@@ -248,6 +251,7 @@ func oneOf(v string, allowed ...string) string {
 }
 
 var planRules = []rule{
+	{"scenarios", func(p *Plan) string { return p.Scenarios.problem() }},
 	{"targets", func(p *Plan) string {
 		if len(p.Targets) == 0 {
 			return "at least one target is needed"
@@ -262,7 +266,7 @@ var planRules = []rule{
 		return ""
 	}},
 	{"load", func(p *Plan) string {
-		if len(p.Load.Concurrency) == 0 && len(p.Load.Rate) == 0 && len(p.Extra) == 0 {
+		if len(p.Load.Concurrency) == 0 && len(p.Load.Rate) == 0 && len(p.Extra) == 0 && p.Scenarios.empty() {
 			return "set concurrency, rate or steps: there is nothing to run"
 		}
 		return ""
@@ -435,9 +439,10 @@ type Step struct {
 	MaxInFlight  int
 	InputTokens  Dist
 	OutputTokens Dist
-	Seed         uint64 // the step's dataset and pacer seed
-	Stream       bool   // stream responses (the plan's stream setting unless a scenario overrides it)
-	Connection   string // "reuse" or "new" (the plan's setting unless a scenario overrides it)
+	Seed         uint64        // the step's dataset and pacer seed
+	Stream       bool          // stream responses (the plan's stream setting unless a scenario overrides it)
+	Connection   string        // "reuse" or "new" (the plan's setting unless a scenario overrides it)
+	IdleBefore   time.Duration // closed loop: each worker waits this long before each request (cold start)
 }
 
 // Label names the step for people, e.g. "mock c=10" or "mock r=20/s".
@@ -473,8 +478,9 @@ func (p Plan) Steps() []Step {
 		s.Scenario, s.Rate = "rate", r
 		levels = append(levels, s)
 	}
-	for _, e := range p.Extra {
+	for _, e := range append(append([]StepSpec(nil), p.Extra...), p.Scenarios.steps()...) {
 		s := base
+		s.IdleBefore = e.IdleBefore.D()
 		s.Scenario, s.Concurrency, s.Rate = e.Scenario, e.Concurrency, e.Rate
 		if e.Requests > 0 || e.Duration > 0 {
 			s.Requests, s.Duration = e.Requests, e.Duration.D()

@@ -382,6 +382,9 @@ func (r *runner) closedLoop(ctx, hard context.Context, st Step, src *source, c *
 				if total >= 0 && i >= total {
 					return
 				}
+				if st.IdleBefore > 0 && !waitIdle(ctx, st.IdleBefore) {
+					return // cold-start scenario: nothing in flight for IdleBefore, then send
+				}
 				rq, err := src.Next()
 				if err != nil {
 					r.failBuild(&st, int(i), r.since(), err)
