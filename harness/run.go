@@ -444,7 +444,10 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 			r.failBuild(&st, i, intended, err)
 			continue
 		}
-		if wait := intended - r.since(); wait > 0 {
+		// Sleep on a runtime timer until about 1 ms before the send time,
+		// then in the kernel for the rest: runtime timers wake in whole
+		// milliseconds when the process is idle.
+		if wait := intended - r.since() - int64(precisionWindow); wait > 0 {
 			timer.Reset(time.Duration(wait))
 			select {
 			case <-ctx.Done():
@@ -454,6 +457,7 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 		if ctx.Err() != nil {
 			break
 		}
+		sleepPrecise(time.Duration(intended - r.since()))
 		rec := r.newRecord(&st, rq, intended)
 		r.sent.Add(1)
 		r.inflight.Add(1)
@@ -482,6 +486,10 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 	}
 	wg.Wait()
 }
+
+// precisionWindow is the last stretch before a send time slept in the
+// kernel rather than on a runtime timer.
+const precisionWindow = 1100 * time.Microsecond
 
 // progressLoop reports progress every o.every until the returned stop is called.
 func (r *runner) progressLoop(o runOptions, steps int) (stop func()) {
