@@ -10,26 +10,66 @@ import (
 	"path/filepath"
 
 	"testbed/harness"
+	"testbed/harness/analysis"
+	"testbed/harness/report"
 )
 
 func init() {
-	register(command{name: "report", summary: "rebuild a run's table from its requests.jsonl", run: runReport})
+	register(command{name: "report", summary: "rebuild runs' tables from requests.jsonl and write report.md, report.html, analysis.json", run: runReport})
 }
 
-// runReport recomputes the summary from the raw records alone (run.json,
-// when present, only supplies the SLOs for goodput).
+// runReport recomputes each run's summary from its raw records alone
+// (run.json, when present, only supplies the SLOs for goodput) and prints
+// its table; then it writes analysis.json into each results directory and
+// report.md and report.html, covering every run given, into -o (default:
+// the first directory).
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: testbed report DIR") }
-	if err := fs.Parse(args); err != nil {
+	out := fs.String("o", "", "directory for report.md and report.html (default: the first DIR)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: testbed report [-o OUTDIR] DIR [DIR...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorderFlags(args)); err != nil {
 		return errUsage
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() < 1 {
 		fs.Usage()
-		return fmt.Errorf("report needs one results directory: %w", errUsage)
+		return fmt.Errorf("report needs one results directory or more: %w", errUsage)
 	}
-	dir := fs.Arg(0)
+	var runs []*report.Run
+	for _, dir := range fs.Args() {
+		if fs.NArg() > 1 {
+			fmt.Fprintf(stdout, "%s\n", dir)
+		}
+		if err := printTable(dir, stdout); err != nil {
+			return err
+		}
+		r, err := report.Load(dir, analysis.Options{})
+		if err != nil {
+			return err
+		}
+		if err := analysis.Write(dir, r.Analysis); err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	dst := *out
+	if dst == "" {
+		dst = fs.Arg(0)
+	} else if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := report.Write(dst, runs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(dst, report.MarkdownFile), filepath.Join(dst, report.HTMLFile))
+	return nil
+}
+
+// printTable prints the summary table rebuilt from dir's records.
+func printTable(dir string, stdout io.Writer) error {
 	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
 	if err != nil {
 		return err

@@ -40,13 +40,6 @@ func (r *Run) Name() string {
 // the self-monitor. The analysis is computed with opts.
 func Load(dir string, opts analysis.Options) (*Run, error) {
 	r := &Run{Dir: dir}
-	b, err := os.ReadFile(filepath.Join(dir, harness.RunFile))
-	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	if err := json.Unmarshal(b, &r.Info); err != nil {
-		return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, harness.RunFile), err)
-	}
 	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
 	if err != nil {
 		if len(recs) == 0 {
@@ -55,6 +48,16 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; the %d records before it are used", harness.RecordsFile, err, len(recs)))
 	}
 	r.Records = recs
+	switch b, err := os.ReadFile(filepath.Join(dir, harness.RunFile)); {
+	case errors.Is(err, fs.ErrNotExist):
+		r.Notes = append(r.Notes, harness.RunFile+" is missing: plan, SLOs and environment unknown")
+	case err != nil:
+		return nil, fmt.Errorf("report: %w", err)
+	default:
+		if err := json.Unmarshal(b, &r.Info); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, harness.RunFile), err)
+		}
+	}
 	r.Summary = harness.Summarize(recs, harness.WithSLO(r.Info.Plan.SLO))
 
 	var saved harness.Summary

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"testbed/harness"
+	"testbed/harness/analysis"
+	"testbed/harness/report"
+	"testbed/mockllm"
+	"testbed/mockllm/engine"
+)
+
+// TestReportFiles runs two short runs against the mock and checks that
+// `testbed report DIR DIR -o OUT` writes analysis.json into each run and
+// one report.md and report.html covering both into OUT.
+func TestReportFiles(t *testing.T) {
+	t.Parallel()
+	prof, err := engine.Preset("ideal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.TTFT, prof.ITL = 5*time.Millisecond, time.Millisecond
+	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(func() { srv.Close(); m.Close() })
+
+	dir := t.TempDir()
+	var runs []string
+	for _, name := range []string{"before", "after"} {
+		in, _ := harness.ParseDist("fixed:16")
+		outTok, _ := harness.ParseDist("fixed:8")
+		p := harness.Plan{Name: name, Seed: 1, IgnoreEOS: true,
+			Targets: []harness.Target{{Name: "mock", URL: srv.URL, Model: "m"}},
+			Dataset: harness.Dataset{InputTokens: in, OutputTokens: outTok},
+			Load:    harness.Load{Concurrency: []int{1, 2}, Requests: 6}}
+		d := filepath.Join(dir, name)
+		if _, err := harness.Run(context.Background(), p, d); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, d)
+	}
+	out := filepath.Join(dir, "cmp")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), append([]string{"report", "-o", out}, runs...), &stdout, &stderr); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	for _, d := range runs {
+		b, err := os.ReadFile(filepath.Join(d, "analysis.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a analysis.Analysis
+		if err := json.Unmarshal(b, &a); err != nil || len(a.Knees) != 1 || a.Knees[0].Ladder != analysis.LadderConcurrency {
+			t.Errorf("%s/analysis.json: %v %+v", d, err, a.Knees)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same target name in two runs is told apart by the run's name.
+	for _, want := range []string{"## Conclusions", "**before/mock**", "**after/mock**", "## Limitations and uncertainty", "## Environment and parameters"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, report.HTMLFile)); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(stdout.String(), filepath.Join(out, report.HTMLFile)) {
+		t.Errorf("stdout does not say where the report is:\n%s", stdout.String())
+	}
+}
