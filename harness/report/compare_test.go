@@ -26,8 +26,8 @@ func TestCompareExample(t *testing.T) {
 	cases := []struct {
 		heading, first string
 	}{
-		{"### Short chat", "provider-a"},      // 4 ms steps vs 8 ms
-		{"### Long document", "provider-b"},   // 1.5 µs/token prefill in one chunk vs 4 µs in 4K chunks
+		{"### Short chat", "provider-a"},       // 4 ms steps vs 8 ms
+		{"### Long document", "provider-b"},    // 1.5 µs/token prefill in one chunk vs 4 µs in 4K chunks
 		{"### High concurrency", "provider-b"}, // 64 batch slots vs 16
 	}
 	for _, c := range cases {
