@@ -195,6 +195,7 @@ type stepAgg struct {
 	warm                                      WarmupSummary
 	good                                      int
 	start, end                                int64
+	measured                                  bool // start is set
 	clamped                                   int64
 }
 
@@ -225,9 +226,10 @@ func (a *stepAgg) add(r *Record) {
 		return
 	}
 	a.s.Requests++
-	if a.start == 0 || r.IntendedNS < a.start {
+	if !a.measured || r.IntendedNS < a.start {
 		a.start = r.IntendedNS
 	}
+	a.measured = true
 	a.end = max(a.end, r.DoneNS)
 	if r.CapWaitNS > 0 {
 		a.capWait.add(r.CapWaitNS, 1)
