@@ -53,7 +53,7 @@ type Options struct {
 	Knee       KneeOptions    `json:"knee"`
 	Anomaly    AnomalyOptions `json:"anomaly"`
 	SLO        harness.SLO    `json:"slo"`
-	BendFactor float64        `json:"bend_factor"`
+	BendExcess float64        `json:"bend_excess"`
 	Confidence float64        `json:"confidence"`
 	// SLOAttainment is the share of requests that must meet the SLO for a
 	// step to count as meeting it. Default 0.99 (the P99 meets the SLO).
@@ -63,8 +63,8 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	o.Knee = o.Knee.withDefaults()
 	o.Anomaly = o.Anomaly.withDefaults()
-	if o.BendFactor <= 1 {
-		o.BendFactor = DefaultBendFactor
+	if o.BendExcess <= 0 {
+		o.BendExcess = DefaultBendExcess
 	}
 	if o.Confidence <= 0 || o.Confidence >= 1 {
 		o.Confidence = DefaultConfidence
@@ -228,7 +228,7 @@ func Analyze(steps []harness.StepSummary, recs []harness.Record, o Options) Anal
 	}
 	for _, t := range targets {
 		if len(ctx[t]) > 0 {
-			a.LongContext = append(a.LongContext, BendOf(t, ctx[t], o.BendFactor))
+			a.LongContext = append(a.LongContext, BendOf(t, ctx[t], o.BendExcess))
 		}
 		if len(cold[t]) > 0 {
 			a.ColdStart = append(a.ColdStart, CompareColdWarm(t, cold[t], warm[t]))

@@ -23,10 +23,14 @@ func TestBendOf(t *testing.T) {
 	}{
 		// Linear prefill, 17.25 µs/token (the H100 β1) plus 6 ms overhead: no bend.
 		{"linear", curve(func(x float64) float64 { return 6 + 0.01725*x }), -1, 17.25},
-		// Quadratic attention: segment slopes 0.02 + 6e-7·(a+b) per token are
-		// 1.16×, 1.47×, 2.09× the first; the 16K→32K segment crosses 1.5×.
-		{"quadratic", curve(func(x float64) float64 { return 6 + 0.02*x + 0.0000006*x*x }), 16384, 23.6864},
-		// Flat until 16K, then KV pressure: the bend is at 16K.
+		// Quadratic attention: against the least-squares line through 2K, 4K
+		// and 8K (26.32 µs/token), 16K is 16.5 % above, 32K 52 % above: the
+		// bend is 16K.
+		{"quadratic", curve(func(x float64) float64 { return 6 + 0.02*x + 0.0000006*x*x }), 16384, 26.3195},
+		// Noise of a few ms on short buckets steepens one segment ×1.9 but
+		// leaves every bucket within 25 % of the line (+11 %, +20 %): no bend.
+		{"noisy short buckets", []ContextPoint{{1024, 12.0, 8}, {2048, 13.0, 8}, {4096, 16.7, 8}, {8192, 22.7, 8}}, -1, 0.9766},
+		// A wall past 16K (300 ms on 661 ms of linear prefill): 45 % excess.
 		{"late wall", curve(func(x float64) float64 {
 			if x > 16384 {
 				return 6 + 0.02*x + 300
@@ -36,7 +40,7 @@ func TestBendOf(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := BendOf("t", c.pts, 0)
-		if val(got.Bend) != c.bend || math.Abs(got.MSPer1K-c.msPer1K) > 1e-6 {
+		if val(got.Bend) != c.bend || math.Abs(got.MSPer1K-c.msPer1K) > 1e-4 {
 			t.Errorf("%s: bend %v, ms/1K %.4f; want %v, %.4f", c.name, val(got.Bend), got.MSPer1K, c.bend, c.msPer1K)
 		}
 	}

@@ -25,8 +25,9 @@
 //   - Best operating point: the highest load at or before the throughput
 //     knee and before the latency knee whose step met every SLO with at most
 //     KneeOptions.MaxErrorRate (1 %) errors.
-//   - Long-context bend: the last bucket before a segment whose TTFT cost per
-//     token exceeds 1.5 × the first segment's.
+//   - Long-context bend: the last bucket before the first one whose TTFT
+//     lies more than 25 % above the least-squares line through the shorter
+//     half of the buckets (linear prefill, extrapolated).
 //   - Percentile intervals: order statistics X(l) ≤ ξp ≤ X(u) with binomial
 //     coverage, each tail ≤ α/2; a percentile is adequately sampled when
 //     both ranks exist (n ≥ ln(α/2)/ln(max(p, 1−p))).

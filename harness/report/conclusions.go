@@ -110,9 +110,12 @@ func (m *model) longDocument(d *document) {
 		if t.ctx.PrefillTokensPerS > 0 {
 			txt += fmt.Sprintf(", prefill ≈ %s tokens/s", rate(t.ctx.PrefillTokensPerS))
 		}
-		if t.ctx.Bend != nil {
-			txt += fmt.Sprintf(", TTFT bends upward after %s tokens (slope ×%.1f)", commas(int64(*t.ctx.Bend)), t.ctx.SlopeRatio)
-		} else {
+		switch {
+		case t.ctx.PrefillTokensPerS == 0:
+			txt += ", prefill cost not resolved (TTFT did not grow measurably across the shorter buckets)"
+		case t.ctx.Bend != nil:
+			txt += fmt.Sprintf(", TTFT bends upward after %s tokens (+%.0f %% over linear)", commas(int64(*t.ctx.Bend)), t.ctx.Excess*100)
+		default:
 			txt += ", no bend: TTFT grows linearly over every bucket"
 		}
 		rs = append(rs, ranked{t: t, score: p.TTFTMS, text: txt})
@@ -158,7 +161,7 @@ func (m *model) highConcurrency(d *document) {
 			b.WriteString("; no step met the SLOs with < 1 % errors")
 		}
 		if k.LatencyKnee != nil {
-			fmt.Fprintf(&b, "; P99 takes off at %s (%s)", unit(*k.LatencyKnee), strings.ReplaceAll(k.LatencyMetric, "_", " "))
+			fmt.Fprintf(&b, "; P99 takes off at %s (%s)", unit(*k.LatencyKnee), metricName(k.LatencyMetric))
 		}
 		rs = append(rs, ranked{t: t, score: score, text: b.String()})
 	}
@@ -204,12 +207,18 @@ func (m *model) writeRanking(d *document, rs []ranked, higherBetter bool, order,
 		a, b := rs[0].score, rs[1].score
 		var rel string
 		switch {
+		case higherBetter && b > 0 && a >= 2*b:
+			rel = fmt.Sprintf("%.1f× the %s", a/b, what)
 		case higherBetter && b > 0:
 			rel = fmt.Sprintf("%.0f %% more %s", (a/b-1)*100, what)
 		case !higherBetter && b > 0:
 			rel = fmt.Sprintf("%.0f %% lower %s", (1-a/b)*100, what)
 		}
-		d.p("Recommended: **%s** (%s than **%s**). Ranked %s:", rs[0].t.name, rel, rs[1].t.name, order)
+		than := " than"
+		if strings.Contains(rel, "×") {
+			than = " of"
+		}
+		d.p("Recommended: **%s** (%s%s **%s**). Ranked %s:", rs[0].t.name, rel, than, rs[1].t.name, order)
 	} else {
 		d.p("Ranked %s (one target):", order)
 	}
@@ -224,7 +233,7 @@ func (m *model) coldStartLine() []string {
 		if c == nil {
 			continue
 		}
-		s := fmt.Sprintf("**%s** — cold TTFT P50 %s vs warm %s: **%+.0f ms** (×%.1f) over %d cold starts",
+		s := fmt.Sprintf("**%s** — cold TTFT P50 %s vs warm %s: **%+.1f ms** (×%.1f) over %d cold starts",
 			t.name, human(c.ColdP50), human(c.WarmP50), c.DeltaMS, c.Ratio, c.ColdN)
 		if !c.Significant {
 			s += " (not significant at 95 %: too few samples or overlapping intervals)"
@@ -232,4 +241,9 @@ func (m *model) coldStartLine() []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// metricName turns an analysis metric key into its printed name.
+func metricName(key string) string {
+	return map[string]string{"ttft_p99": "TTFT P99", "e2e_p99": "E2E P99"}[key]
 }

@@ -231,12 +231,18 @@ func (m *model) contextChart(d *document) {
 		if t.ctx == nil {
 			continue
 		}
-		s := fmt.Sprintf("**%s**: %.2f ms per 1,000 prompt tokens between the two shortest buckets (≈ %s prefill tokens/s)",
+		if t.ctx.PrefillTokensPerS == 0 {
+			items = append(items, fmt.Sprintf("**%s**: TTFT did not grow measurably across the shorter buckets: prefill cost not resolved at this sample size", t.name))
+			continue
+		}
+		s := fmt.Sprintf("**%s**: %.2f ms per 1,000 prompt tokens over the shorter buckets (≈ %s prefill tokens/s)",
 			t.name, t.ctx.MSPer1K, rate(t.ctx.PrefillTokensPerS))
 		if t.ctx.Bend != nil {
-			s += fmt.Sprintf("; the curve bends after %s tokens (steepest segment ×%.1f the first)", commas(int64(*t.ctx.Bend)), t.ctx.SlopeRatio)
+			s += fmt.Sprintf("; the curve bends after %s tokens: the longest buckets take up to %.0f %% longer than linear prefill predicts",
+				commas(int64(*t.ctx.Bend)), t.ctx.Excess*100)
 		} else {
-			s += fmt.Sprintf("; no bend (steepest segment ×%.1f the first, threshold ×%.1f)", t.ctx.SlopeRatio, analysis.DefaultBendFactor)
+			s += fmt.Sprintf("; no bend: every bucket within %.0f %% of linear prefill (largest excess %.0f %%)",
+				analysis.DefaultBendExcess*100, t.ctx.Excess*100)
 		}
 		items = append(items, s)
 	}
