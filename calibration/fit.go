@@ -79,6 +79,8 @@ type EngineFit struct {
 	// HTTP parsing, tokenization). 0 when the run had too few such steps.
 	SendToEngineMS float64
 	Merged         int // requests with two chunks in one burst
+	Rejoined       int // bursts merged back as the late tail of the burst before
+	Split          int // bursts split because they held two chunks of one request
 
 	MaxPrefill int  // most prompt tokens in one fitted step
 	MaxDecode  int  // most decoding sequences in one fitted step
@@ -410,6 +412,8 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 		BurstGapMS:  float64(rc.GapNS) / 1e6,
 		Consistency: float64(rc.Consistent) / float64(rc.Requests),
 		Merged:      rc.Merged,
+		Rejoined:    rc.Rejoined,
+		Split:       rc.Split,
 		MaxBatch:    rc.MaxBatch,
 		Queued:      rc.Queued,
 	}
@@ -530,7 +534,7 @@ func (r *FitResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "fit of target %q from %d requests\n", r.Target, r.Requests)
 	f := r.Fixed
 	fmt.Fprintf(w, "fixed: at %s (%d requests): TTFT p50 %s (p99 %s), ITL p50 %s (p99 %s), ITL spread CV %.3f\n",
-		f.Level, f.Requests, ms(f.TTFT), ms(f.TTFTP99), ms(f.ITL), ms(f.ITLP99), f.CV)
+		f.Level, f.Requests, fmtMS(f.TTFT), fmtMS(f.TTFTP99), fmtMS(f.ITL), fmtMS(f.ITLP99), f.CV)
 	if e := r.Engine; e != nil {
 		fmt.Fprintf(w, "engine: step time = β0 + β1·prefill tokens + β2·decode tokens, least squares over %d reconstructed steps (%d from idle, %d outliers left out)\n",
 			e.Steps, e.IdleSteps, e.Outliers)
@@ -541,8 +545,8 @@ func (r *FitResult) Print(w io.Writer) {
 		if e.SendToEngineMS != 0 {
 			fmt.Fprintf(w, "  steps from idle start %.3f ms after the client's send (network, parsing, tokenization)\n", e.SendToEngineMS)
 		}
-		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
-			e.BurstGapMS, 100*e.Consistency, e.Merged)
+		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps, %d split, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
+			e.BurstGapMS, e.Split, e.Rejoined, 100*e.Consistency, e.Merged)
 		if e.Saturated {
 			fmt.Fprintf(w, "  max_num_seqs = %d: %d requests queued behind batches of that size\n", e.MaxNumSeqs, e.Queued)
 		} else {
@@ -560,7 +564,7 @@ func (r *FitResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "profile %q, mode %s\n", r.Profile.Name, r.Profile.Mode)
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
+func fmtMS(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
 
 // WriteProfile writes the fitted profile as YAML that `testbed mock
 // --profile FILE` and engine.LoadProfile accept, with the fit's evidence as

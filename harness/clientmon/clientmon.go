@@ -38,6 +38,9 @@ const (
 	DefaultMaxScheduleLag  = time.Millisecond
 	DefaultMaxSchedLatency = time.Millisecond
 	DefaultFDShare         = 0.90 // share of RLIMIT_NOFILE
+	// hostBusy is the host CPU (all cores) from which a client-bound
+	// verdict adds that other processes were competing.
+	hostBusy = 95.0
 )
 
 // LagUnknown is passed to End when the caller has no schedule lag figure.
@@ -328,6 +331,10 @@ func (m *Monitor) End(name string, scheduleLagP99 time.Duration) Verdict {
 			v.ClientBound = true
 			v.Reasons = append(v.Reasons, why)
 		}
+	}
+	if v.ClientBound && v.PeakHostCPU >= hostBusy {
+		// Not a rule of its own, but the likely cause: say so.
+		v.Reasons = append(v.Reasons, fmt.Sprintf("the host's CPU was %.0f%% busy, so other processes competed with the client", v.PeakHostCPU))
 	}
 	m.buf = append(m.buf, v)
 	m.verdicts = append(m.verdicts, v)

@@ -1,0 +1,625 @@
+package calibration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"testbed/harness"
+	"testbed/harness/clientmon"
+	"testbed/mockllm"
+	"testbed/mockllm/engine"
+)
+
+// Config is a calibration run. The zero value of each field takes the
+// default shown by DefaultConfig.
+type Config struct {
+	// URL is a running mock (`testbed mock`); empty starts one in this
+	// process, which then shares the CPU with the client.
+	URL   string
+	Model string
+	// TTFT and ITL of the in-process mock (fixed mode, no jitter).
+	TTFT, ITL time.Duration
+	// Request shape.
+	InputTokens, OutputTokens int
+	// Concurrency and Rates are the two ladders; each stops at its first
+	// level over a limit unless KeepGoing.
+	Concurrency []int
+	Rates       []float64
+	// StepDuration is each level's measured time, after a warm-up round.
+	StepDuration time.Duration
+	KeepGoing    bool
+	// Limits of a trustworthy level.
+	MaxError    time.Duration // error p99, default 1 ms
+	MaxLag      time.Duration // schedule lag p99, default 1 ms
+	CPUShare    float64       // client CPU over available cores, default 0.85
+	MaxFailures float64       // share of failed requests, default 0.01
+	Seed        int64
+	// OutDir receives calibration.json, client.jsonl and one results
+	// directory per level.
+	OutDir string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// Warnings receives the client monitor's client-bound warnings; nil discards them.
+	Warnings io.Writer
+}
+
+// DefaultConfig is the calibration `testbed calibrate` runs without flags:
+// about a minute and a half when every level runs.
+func DefaultConfig() Config {
+	return Config{
+		Model: mockllm.DefaultModel,
+		TTFT:  50 * time.Millisecond, ITL: 20 * time.Millisecond,
+		InputTokens: 64, OutputTokens: 32,
+		Concurrency:  []int{1, 10, 100, 1000, 2000, 4000},
+		Rates:        []float64{10, 100, 500, 1000, 2000},
+		StepDuration: 3 * time.Second,
+		MaxError:     time.Millisecond, MaxLag: time.Millisecond, CPUShare: 0.85, MaxFailures: 0.01,
+		Seed: 1,
+	}
+}
+
+// QuickConfig is a short calibration for tests and a first look.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.Concurrency = []int{1, 10, 100}
+	c.Rates = []float64{50, 200}
+	c.StepDuration = time.Second
+	c.TTFT, c.ITL, c.OutputTokens = 20*time.Millisecond, 10*time.Millisecond, 16
+	return c
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.Model == "" {
+		c.Model = d.Model
+	}
+	if c.TTFT == 0 {
+		c.TTFT = d.TTFT
+	}
+	if c.ITL == 0 {
+		c.ITL = d.ITL
+	}
+	if c.InputTokens == 0 {
+		c.InputTokens = d.InputTokens
+	}
+	if c.OutputTokens == 0 {
+		c.OutputTokens = d.OutputTokens
+	}
+	if c.Concurrency == nil && c.Rates == nil {
+		c.Concurrency, c.Rates = d.Concurrency, d.Rates
+	}
+	if c.StepDuration == 0 {
+		c.StepDuration = d.StepDuration
+	}
+	if c.MaxError == 0 {
+		c.MaxError = d.MaxError
+	}
+	if c.MaxLag == 0 {
+		c.MaxLag = d.MaxLag
+	}
+	if c.CPUShare == 0 {
+		c.CPUShare = d.CPUShare
+	}
+	if c.MaxFailures == 0 {
+		c.MaxFailures = d.MaxFailures
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// validate checks the config, one rule per field.
+func (c *Config) validate() error {
+	var errs []error
+	for _, r := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.OutDir == "", "out dir must be set"},
+		{c.TTFT < 0 || c.ITL <= 0, fmt.Sprintf("ttft must be >= 0 and itl > 0, got %v and %v", c.TTFT, c.ITL)},
+		{c.InputTokens < 1 || c.OutputTokens < 2, fmt.Sprintf("input tokens must be >= 1 and output tokens >= 2 (ITL needs two), got %d and %d", c.InputTokens, c.OutputTokens)},
+		{len(c.Concurrency)+len(c.Rates) == 0, "at least one concurrency or rate level is needed"},
+		{c.StepDuration <= 0, fmt.Sprintf("step duration must be > 0, got %v", c.StepDuration)},
+		{c.CPUShare <= 0 || c.CPUShare > 1, fmt.Sprintf("cpu share must be in (0, 1], got %v", c.CPUShare)},
+	} {
+		if r.bad {
+			errs = append(errs, errors.New("calibrate: "+r.msg))
+		}
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("calibrate: concurrency levels must be >= 1, got %d", n))
+		}
+	}
+	for _, r := range c.Rates {
+		if !(r > 0) {
+			errs = append(errs, fmt.Errorf("calibrate: rate levels must be > 0, got %v", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Quantiles are a distribution's p50, p99 and maximum in ms.
+type Quantiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// LagQuantiles are the schedule lag's p50 and p99 in ms.
+type LagQuantiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Level is one load level of a calibration, one entry of calibration.json.
+type Level struct {
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate"`
+	// Requests is the number of measured requests compared with the truth.
+	Requests int `json:"requests"`
+	// ErrorMS pools every comparison: TTFT, E2E and each inter-token gap,
+	// client minus server, absolute.
+	ErrorMS          Quantiles    `json:"error_ms"`
+	ScheduleLagMS    LagQuantiles `json:"schedule_lag_ms"`
+	ClientCPUPercent float64      `json:"client_cpu_percent"` // of the available cores, 0..100
+	TokensPerS       float64      `json:"tokens_per_s"`
+	RequestsPerS     float64      `json:"requests_per_s"`
+
+	// The error by measurement; TTFT and E2E are signed (client − server),
+	// so their p50 shows the transport's fixed cost.
+	TTFTErrorMS Quantiles `json:"ttft_error_ms"`
+	ITLErrorMS  Quantiles `json:"itl_error_ms"`
+	E2EErrorMS  Quantiles `json:"e2e_error_ms"`
+	// Failed requests, requests without ground truth or with a different
+	// number of chunks than the server wrote, and client TTFTs shorter than
+	// the server's (impossible for a correct client).
+	Failed       int `json:"failed"`
+	Unmatched    int `json:"unmatched"`
+	ImpossibleTT int `json:"client_ttft_below_server"`
+
+	ClientCores       float64 `json:"available_cores"`
+	SchedLatencyP99MS float64 `json:"go_sched_latency_p99_ms"`
+	ClientBound       bool    `json:"client_bound"`
+	ClientBoundReason string  `json:"client_bound_reason,omitempty"`
+	// OverLimit marks the level that stopped its ladder, and why.
+	OverLimit bool   `json:"over_limit"`
+	Reason    string `json:"reason,omitempty"`
+	Dir       string `json:"dir"`
+}
+
+// Ceiling is the most the client drove while every limit held.
+type Ceiling struct {
+	Concurrency  int     `json:"concurrency"`
+	RequestsPerS float64 `json:"requests_per_s"`
+	TokensPerS   float64 `json:"tokens_per_s"`
+	Reason       string  `json:"reason"`
+}
+
+// Report is calibration.json.
+type Report struct {
+	Levels  []Level `json:"levels"`
+	Ceiling Ceiling `json:"ceiling"`
+	// Mock says where the mock ran; in-process it shared the CPU with the client.
+	Mock     string    `json:"mock"`
+	Sentence string    `json:"sentence"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+}
+
+// Calibrate runs the ladders against the mock and compares every client
+// measurement with the mock's ground truth. It writes OutDir/calibration.json
+// and returns the report.
+func Calibrate(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	rep := &Report{Start: time.Now()}
+	var truth truthSource
+	url := cfg.URL
+	if url == "" {
+		m, err := startMock(cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer m.close()
+		url, truth = m.url, m
+		rep.Mock = fmt.Sprintf("in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU includes the mock's; use --url with a `testbed mock` in another process to measure the client alone", url, cfg.TTFT, cfg.ITL)
+	} else {
+		truth = &remoteTruth{base: baseURL(url)}
+		rep.Mock = "at " + url + " (another process)"
+	}
+	fmt.Fprintf(cfg.Log, "calibrating against the mock %s\n", rep.Mock)
+
+	mon, err := clientmon.New(
+		clientmon.WithFile(filepath.Join(cfg.OutDir, "client.jsonl")),
+		clientmon.WithCPUThreshold(cfg.CPUShare),
+		clientmon.WithWarnings(orDiscard(cfg.Warnings)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.Stop()
+
+	type ladder struct {
+		conc  []int
+		rates []float64
+	}
+	for _, l := range []ladder{{conc: cfg.Concurrency}, {rates: cfg.Rates}} {
+		n := max(len(l.conc), len(l.rates))
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			var c int
+			var r float64
+			if l.conc != nil {
+				c = l.conc[i]
+			} else {
+				r = l.rates[i]
+			}
+			lv, err := runLevel(ctx, cfg, url, truth, mon, c, r)
+			if err != nil {
+				return nil, err
+			}
+			judge(cfg, lv)
+			rep.Levels = append(rep.Levels, *lv)
+			fmt.Fprintln(cfg.Log, lv.line())
+			if lv.OverLimit && !cfg.KeepGoing {
+				break
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("calibrate: interrupted: %w", err)
+	}
+	rep.Ceiling = ceiling(cfg, rep.Levels)
+	rep.Sentence = rep.sentence(cfg)
+	rep.End = time.Now()
+	if err := mon.Stop(); err != nil {
+		return rep, err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return rep, fmt.Errorf("calibrate: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "calibration.json"), append(b, '\n'), 0o644); err != nil {
+		return rep, fmt.Errorf("calibrate: %w", err)
+	}
+	return rep, nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// runLevel runs one level (closed loop at c, or open loop at r) and
+// compares its records with the truth.
+func runLevel(ctx context.Context, cfg Config, url string, truth truthSource, mon *clientmon.Monitor, c int, r float64) (*Level, error) {
+	stream := true
+	name := fmt.Sprintf("c%d", c)
+	warmup := c // one round, so connections exist before measuring
+	if r > 0 {
+		name = fmt.Sprintf("r%g", r)
+		warmup = max(1, int(r/4)) // a quarter second of arrivals
+	}
+	plan := harness.Plan{
+		Name:    "calibrate " + name,
+		Seed:    cfg.Seed,
+		Targets: []harness.Target{{Name: "mock", URL: url, API: harness.APIChat, Model: cfg.Model}},
+		Dataset: harness.Dataset{
+			InputTokens:  harness.Dist{Kind: "fixed", A: float64(cfg.InputTokens)},
+			OutputTokens: harness.Dist{Kind: "fixed", A: float64(cfg.OutputTokens)},
+		},
+		Load:      harness.Load{Duration: harness.Duration(cfg.StepDuration), Warmup: warmup, Arrival: harness.ArrivalPoisson},
+		Stream:    &stream,
+		IgnoreEOS: true,
+	}
+	if c > 0 {
+		plan.Load.Concurrency = []int{c}
+	} else {
+		plan.Load.Rate = []float64{r}
+	}
+	dir := filepath.Join(cfg.OutDir, name)
+	res, err := harness.Run(ctx, plan, dir, harness.WithStepMonitor(mon))
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
+	}
+	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
+	}
+	if err := truth.refresh(ctx); err != nil {
+		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
+	}
+	lv := &Level{Concurrency: c, Rate: r, Dir: dir}
+	compare(lv, recs, truth)
+	if len(res.Summary.Steps) > 0 {
+		s := res.Summary.Steps[0]
+		lv.ScheduleLagMS = LagQuantiles{P50: round(s.ScheduleLag.P50, 3), P99: round(s.ScheduleLag.P99, 3)}
+		lv.TokensPerS = round(s.OutputTokensPerS, 1)
+		lv.RequestsPerS = round(s.RequestsPerS, 2)
+		lv.ClientBound, lv.ClientBoundReason = s.ClientBound, s.ClientBoundReason
+	}
+	if vs := mon.Verdicts(); len(vs) > 0 {
+		v := vs[len(vs)-1]
+		lv.ClientCPUPercent = v.CPUOfAvailable
+		lv.ClientCores = v.Cores
+		lv.SchedLatencyP99MS = v.SchedLatencyP99MS
+	}
+	return lv, nil
+}
+
+// judge marks a level over a limit, naming every limit it broke.
+func judge(cfg Config, lv *Level) {
+	var why []string
+	total := lv.Requests + lv.Failed + lv.Unmatched
+	switch {
+	case lv.Requests == 0:
+		why = append(why, "no request could be compared with the truth")
+	case lv.ErrorMS.P99 > ms(cfg.MaxError):
+		why = append(why, fmt.Sprintf("measurement error p99 %.3f ms > %.3g ms", lv.ErrorMS.P99, ms(cfg.MaxError)))
+	}
+	if lv.ScheduleLagMS.P99 > ms(cfg.MaxLag) {
+		why = append(why, fmt.Sprintf("schedule lag p99 %.3f ms > %.3g ms", lv.ScheduleLagMS.P99, ms(cfg.MaxLag)))
+	}
+	if lv.ClientCPUPercent >= 100*cfg.CPUShare {
+		why = append(why, fmt.Sprintf("client CPU %.0f%% of %g cores ≥ %.0f%%", lv.ClientCPUPercent, lv.ClientCores, 100*cfg.CPUShare))
+	}
+	if total > 0 && float64(lv.Failed) > cfg.MaxFailures*float64(total) {
+		why = append(why, fmt.Sprintf("%d of %d requests failed", lv.Failed, total))
+	}
+	lv.OverLimit = len(why) > 0
+	lv.Reason = strings.Join(why, "; ")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// ceiling is the best level of each ladder before its first over-limit level.
+func ceiling(cfg Config, levels []Level) Ceiling {
+	var c Ceiling
+	var reasons []string
+	concBroke, rateBroke := false, false
+	for _, lv := range levels {
+		closed := lv.Concurrency > 0
+		if lv.OverLimit {
+			label := fmt.Sprintf("%d streams", lv.Concurrency)
+			if !closed {
+				label = fmt.Sprintf("%g req/s", lv.Rate)
+			}
+			if (closed && !concBroke) || (!closed && !rateBroke) {
+				reasons = append(reasons, fmt.Sprintf("at %s: %s", label, lv.Reason))
+			}
+			if closed {
+				concBroke = true
+			} else {
+				rateBroke = true
+			}
+			continue
+		}
+		if (closed && concBroke) || (!closed && rateBroke) {
+			continue // past the first break (KeepGoing)
+		}
+		if closed {
+			c.Concurrency = max(c.Concurrency, lv.Concurrency)
+		}
+		c.RequestsPerS = max(c.RequestsPerS, lv.RequestsPerS)
+		c.TokensPerS = max(c.TokensPerS, lv.TokensPerS)
+	}
+	if !concBroke && len(cfg.Concurrency) > 0 {
+		reasons = append(reasons, "no concurrency level broke a limit: the ceiling is above the largest level tried")
+	}
+	if !rateBroke && len(cfg.Rates) > 0 {
+		reasons = append(reasons, "no rate level broke a limit: the ceiling is above the largest rate tried")
+	}
+	c.Reason = strings.Join(reasons, "; ")
+	return c
+}
+
+// sentence is the one-line answer.
+func (r *Report) sentence(cfg Config) string {
+	c := r.Ceiling
+	if c.Concurrency == 0 && c.RequestsPerS == 0 {
+		return fmt.Sprintf("this machine could not drive even the first level with measurement error ≤ %v (%s)", cfg.MaxError, c.Reason)
+	}
+	return fmt.Sprintf("this machine can drive up to %d streams / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
+		c.Concurrency, c.RequestsPerS, c.TokensPerS, cfg.MaxError, cfg.MaxLag, 100*cfg.CPUShare)
+}
+
+// line is a level's progress line.
+func (lv *Level) line() string {
+	load := fmt.Sprintf("c=%-5d", lv.Concurrency)
+	if lv.Concurrency == 0 {
+		load = fmt.Sprintf("r=%-5g", lv.Rate)
+	}
+	verdict := "ok"
+	if lv.OverLimit {
+		verdict = "OVER: " + lv.Reason
+	}
+	return fmt.Sprintf("%s %6d req  error p50 %.3f p99 %.3f max %.3f ms  lag p99 %.3f ms  cpu %3.0f%%  %8.0f tok/s %7.1f req/s  %s",
+		load, lv.Requests, lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max, lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
+}
+
+// WriteTable prints the report as a table with the sentence last.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintln(w, "mock:", r.Mock)
+	fmt.Fprintf(w, "%-8s %7s %25s %10s %6s %10s %9s  %s\n", "level", "requests", "error ms p50/p99/max", "lag p99", "cpu%", "tok/s", "req/s", "verdict")
+	for _, lv := range r.Levels {
+		load := fmt.Sprintf("c=%d", lv.Concurrency)
+		if lv.Concurrency == 0 {
+			load = fmt.Sprintf("r=%g", lv.Rate)
+		}
+		verdict := "ok"
+		if lv.OverLimit {
+			verdict = "over: " + lv.Reason
+		}
+		fmt.Fprintf(w, "%-8s %7d %25s %10.3f %6.0f %10.0f %9.1f  %s\n", load, lv.Requests,
+			fmt.Sprintf("%.3f/%.3f/%.3f", lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max),
+			lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
+	}
+	fmt.Fprintf(w, "ceiling: %s\n", r.Ceiling.Reason)
+	fmt.Fprintln(w, r.Sentence)
+}
+
+// compare fills the level's error figures from its records and the truth.
+func compare(lv *Level, recs []harness.Record, truth truthSource) {
+	var all, ttft, itl, e2e []float64
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Warmup {
+			continue
+		}
+		if !rec.OK() {
+			lv.Failed++
+			continue
+		}
+		t, ok := truth.get(rec.ID)
+		client := rec.ChunkTimes()
+		if !ok || len(t.TokenNS) != len(client) || len(client) == 0 {
+			lv.Unmatched++
+			continue
+		}
+		lv.Requests++
+		dT := float64((rec.FirstTokenNS-rec.SentNS)-(t.FirstTokenNS-t.ArrivalNS)) / 1e6
+		dE := float64((rec.LastTokenNS-rec.SentNS)-(t.LastTokenNS-t.ArrivalNS)) / 1e6
+		if dT < 0 {
+			lv.ImpossibleTT++
+		}
+		ttft, e2e = append(ttft, dT), append(e2e, dE)
+		all = append(all, abs(dT), abs(dE))
+		for j := 1; j < len(client); j++ {
+			d := float64((client[j]-client[j-1])-(t.TokenNS[j]-t.TokenNS[j-1])) / 1e6
+			itl = append(itl, d)
+			all = append(all, abs(d))
+		}
+	}
+	lv.ErrorMS = quantiles(all)
+	lv.TTFTErrorMS, lv.E2EErrorMS = quantiles(ttft), quantiles(e2e)
+	for i := range itl {
+		itl[i] = abs(itl[i])
+	}
+	lv.ITLErrorMS = quantiles(itl)
+}
+
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// quantiles summarizes v (sorted in place) to µs precision.
+func quantiles(v []float64) Quantiles {
+	if len(v) == 0 {
+		return Quantiles{}
+	}
+	q := Quantiles{P50: quantile(v, 0.5), P99: quantile(v, 0.99)}
+	q.Max = v[len(v)-1] // quantile sorted v
+	return Quantiles{P50: round(q.P50, 3), P99: round(q.P99, 3), Max: round(q.Max, 3)}
+}
+
+// truthSource looks up the mock's ground truth by request id.
+type truthSource interface {
+	refresh(ctx context.Context) error
+	get(id string) (mockllm.Truth, bool)
+}
+
+// localMock is the mock in this process, on a loopback port.
+type localMock struct {
+	srv  *mockllm.Server
+	http *http.Server
+	url  string
+	done chan error
+}
+
+func startMock(cfg Config) (*localMock, error) {
+	p, err := engine.Preset("ideal")
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.TTFT, p.ITL, p.Jitter = "calibration", cfg.TTFT, cfg.ITL, engine.Jitter{}
+	srv, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel(cfg.Model), mockllm.WithSeed(cfg.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: mock: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("calibrate: mock: %w", err)
+	}
+	m := &localMock{srv: srv, http: &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	go func() { m.done <- m.http.Serve(ln) }()
+	return m, nil
+}
+
+func (m *localMock) refresh(context.Context) error { return nil }
+
+func (m *localMock) get(id string) (mockllm.Truth, bool) { return m.srv.Truth(id) }
+
+func (m *localMock) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.srv.Drain(ctx)
+	_ = m.http.Shutdown(ctx)
+	m.srv.Close()
+	<-m.done
+}
+
+// remoteTruth reads a running mock's truth over HTTP, all of it at once
+// (GET /testbed/requests, JSON lines) after each level.
+type remoteTruth struct {
+	base string
+	byID map[string]mockllm.Truth
+}
+
+// baseURL strips a trailing /v1 (the harness accepts either form).
+func baseURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	return strings.TrimSuffix(u, "/v1")
+}
+
+func (r *remoteTruth) refresh(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/testbed/requests", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ground truth: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("ground truth: GET %s/testbed/requests: %s: %s (is it a testbed mock?)", r.base, resp.Status, b)
+	}
+	r.byID = map[string]mockllm.Truth{}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var t mockllm.Truth
+		if err := dec.Decode(&t); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("ground truth: %w", err)
+		}
+		r.byID[t.ID] = t
+	}
+}
+
+func (r *remoteTruth) get(id string) (mockllm.Truth, bool) {
+	t, ok := r.byID[id]
+	return t, ok
+}

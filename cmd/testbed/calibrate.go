@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"testbed/calibration"
+)
+
+func init() {
+	register(command{name: "calibrate", summary: "find this client's ceiling: measurement error against the mock's ground truth at rising load", run: runCalibrate})
+}
+
+func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := calibration.DefaultConfig()
+	quick := fs.Bool("quick", false, "short run: c=1,10,100 and 50,200 req/s, 1s per level")
+	url := fs.String("url", "", "a running `testbed mock` (another process); default: start one in this process, sharing its CPU")
+	model := fs.String("model", def.Model, "model name the mock serves")
+	out := fs.String("o", "", "results directory (default results/calibrate-<time>)")
+	conc := intList(def.Concurrency)
+	rates := floatList(def.Rates)
+	fs.Var(&conc, "concurrency", "closed-loop ladder, stopped at its first level over a limit")
+	fs.Var(&rates, "rate", "open-loop ladder in req/s, stopped at its first level over a limit")
+	noRates := fs.Bool("no-rate", false, "skip the rate ladder")
+	dur := fs.Duration("duration", def.StepDuration, "measured time per level (after one warm-up round)")
+	ttft := fs.Duration("ttft", def.TTFT, "in-process mock's TTFT")
+	itl := fs.Duration("itl", def.ITL, "in-process mock's ITL")
+	in := fs.Int("input-tokens", def.InputTokens, "prompt tokens per request")
+	outTok := fs.Int("output-tokens", def.OutputTokens, "output tokens per request")
+	maxErr := fs.Duration("max-error", def.MaxError, "limit on measurement error p99")
+	maxLag := fs.Duration("max-lag", def.MaxLag, "limit on schedule lag p99")
+	cpu := fs.Float64("cpu-limit", def.CPUShare, "limit on client CPU, as a share of the available cores")
+	keep := fs.Bool("keep-going", false, "run every level, even past the first over a limit")
+	seed := fs.Int64("seed", def.Seed, "seed for requests and arrivals")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: testbed calibrate [--url URL] [-o DIR] [--quick] [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("calibrate takes no arguments, got %q: %w", fs.Args(), errUsage)
+	}
+	cfg := def
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		cfg = calibration.QuickConfig()
+	}
+	// Flags given explicitly override --quick.
+	for name, apply := range map[string]func(){
+		"concurrency": func() { cfg.Concurrency = conc }, "rate": func() { cfg.Rates = rates },
+		"duration": func() { cfg.StepDuration = *dur }, "ttft": func() { cfg.TTFT = *ttft }, "itl": func() { cfg.ITL = *itl },
+		"input-tokens": func() { cfg.InputTokens = *in }, "output-tokens": func() { cfg.OutputTokens = *outTok },
+	} {
+		if set[name] {
+			apply()
+		}
+	}
+	if *noRates {
+		cfg.Rates = []float64{}
+	}
+	cfg.URL, cfg.Model, cfg.MaxError, cfg.MaxLag, cfg.CPUShare, cfg.KeepGoing, cfg.Seed = *url, *model, *maxErr, *maxLag, *cpu, *keep, *seed
+	cfg.OutDir = resultsDir(*out, "calibrate")
+	cfg.Log, cfg.Warnings = stderr, stderr
+	rep, err := calibration.Calibrate(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	rep.WriteTable(stdout)
+	fmt.Fprintf(stdout, "results in %s\n", filepath.Join(cfg.OutDir, "calibration.json"))
+	return err
+}
