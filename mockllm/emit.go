@@ -164,15 +164,19 @@ func (e *emitter) sleep(ctx context.Context, t time.Time) end {
 }
 
 // flush writes b and flushes it to the connection, returning the time the
-// write completed.
+// write began. Taken before the write, it can never be later than a
+// client's reading of the bytes (a stamp after Flush returns can be, when
+// this goroutine is descheduled in between), so the truth stays a lower
+// bound for every client-side measurement.
 func (e *emitter) flush(b []byte) time.Time {
 	if !e.headers {
 		e.w.WriteHeader(http.StatusOK)
 		e.headers = true
 	}
+	now := time.Now()
 	e.w.Write(b) // a failed write shows up as the request context ending
 	e.w.Flush()
-	return time.Now()
+	return now
 }
 
 // stream writes an SSE response, one event per token group.
