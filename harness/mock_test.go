@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -63,9 +64,10 @@ func TestFixedModeAccuracy(t *testing.T) {
 		{Scenario: "concurrency", Concurrency: 10, Requests: 30, Warmup: &ten},
 		{Scenario: "concurrency", Concurrency: 100, Requests: 200, Warmup: &hundred},
 	}
-	loadBefore := loadAverage()
+	loadBefore, sched0 := loadAverage(), schedLatencies()
 	res, err := harness.Run(context.Background(), p, t.TempDir())
 	overload := max(loadBefore, loadAverage()) / float64(runtime.NumCPU())
+	schedP90 := schedQuantile(sched0, schedLatencies(), 0.90)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +121,14 @@ func TestFixedModeAccuracy(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("c=%d: ITL p50 %.3f ms, want %.0f ± 1 ms", st.Concurrency, got, want))
 		}
 		for _, b := range bad {
-			// A machine running several times more runnable threads than it
-			// has CPUs delays every wake-up of server and client alike by
-			// tens of ms; no client can time a stream there. Report it as
-			// such instead of as a measurement error.
-			if overload > 2 {
-				t.Logf("%s — not failing: the machine is overloaded (load average %.1f× its %d CPUs)", b, overload, runtime.NumCPU())
+			// When goroutines of this process (server and client alike)
+			// wait milliseconds for a CPU, because the machine runs several
+			// times more threads than it has CPUs, or -race slows every
+			// step, no client can time a stream to the millisecond. That is
+			// reported as such, not as a measurement error; on a machine
+			// that gives the test its CPUs the tolerances are enforced.
+			if schedP90 > time.Millisecond {
+				t.Logf("%s — not failing: goroutines waited %v (p90) for a CPU; load average %.1f× the %d CPUs", b, schedP90, overload, runtime.NumCPU())
 				continue
 			}
 			t.Error(b)
@@ -136,6 +140,37 @@ func TestFixedModeAccuracy(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// schedLatencies reads the Go runtime's histogram of the time runnable
+// goroutines waited to run.
+func schedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// schedQuantile is the q-quantile of the scheduling latencies between two
+// snapshots.
+func schedQuantile(a, b *metrics.Float64Histogram, q float64) time.Duration {
+	if a == nil || b == nil || len(a.Counts) != len(b.Counts) {
+		return 0
+	}
+	var total uint64
+	for i := range b.Counts {
+		total += b.Counts[i] - a.Counts[i]
+	}
+	var seen uint64
+	for i := range b.Counts {
+		seen += b.Counts[i] - a.Counts[i]
+		if total > 0 && float64(seen) >= q*float64(total) {
+			return time.Duration(b.Buckets[i+1] * 1e9)
+		}
+	}
+	return 0
+}
 
 // loadAverage is the 1-minute load average, 0 when unknown.
 func loadAverage() float64 {
