@@ -17,6 +17,7 @@ import (
 // flushed long before the first token.
 func TestStreamShapes(t *testing.T) {
 	t.Parallel()
+	const ttft = 200 * time.Millisecond
 	tests := []struct {
 		name   string
 		faults mockllm.FaultConfig
@@ -33,15 +34,15 @@ func TestStreamShapes(t *testing.T) {
 		// is timed on the token, not the first byte.
 		{"early first byte", mockllm.FaultConfig{EarlyFirstByte: true}, func(t *testing.T, r harness.Record) {
 			fb, ft := r.FirstByteNS-r.SentNS, r.FirstTokenNS-r.SentNS
-			if ft < int64(50*time.Millisecond) || fb > ft-int64(30*time.Millisecond) {
-				t.Errorf("first byte after %v, first token after %v; want the byte well before the 50 ms token", time.Duration(fb), time.Duration(ft))
+			if ft < int64(ttft) || fb > ft-int64(ttft/2) {
+				t.Errorf("first byte after %v, first token after %v; want the byte well before the %v token", time.Duration(fb), time.Duration(ft), ttft)
 			}
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, srv := fixedMock(t, 50*time.Millisecond, 2*time.Millisecond, mockllm.WithFaults(tc.faults))
+			_, srv := fixedMock(t, ttft, 2*time.Millisecond, mockllm.WithFaults(tc.faults))
 			p := basePlan(srv.URL)
 			p.IgnoreEOS = true
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")

@@ -44,7 +44,7 @@ func WriteTable(w io.Writer, s Summary) error {
 			fmt.Fprintf(w, "step %d (%s): CLIENT-BOUND: %s\n", st.Step, st.Target, st.ClientBoundReason)
 		}
 		if ws := st.WarmupSummary; ws != nil {
-			fmt.Fprintf(w, "step %d (%s): warm-up %d/%d ok, TTFT p50 %s ms (excluded above)\n", st.Step, st.Target, ws.OK, ws.Requests, ms(ws.TTFT, ws.TTFT.P50))
+			fmt.Fprintf(w, "step %d (%s): warm-up %d/%d ok, errors %s, TTFT p50 %s ms (excluded above)\n", st.Step, st.Target, ws.OK, ws.Requests, errorCell(ws.Errors), ms(ws.TTFT, ws.TTFT.P50))
 		}
 	}
 	return nil
