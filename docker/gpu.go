@@ -136,6 +136,7 @@ func startServer(ctx context.Context, e engine, model string, opts []ServerOptio
 	if err != nil {
 		return s, err
 	}
+	fixPublishedHost(ctx)
 	present, err := ImagePresent(ctx, cfg.image)
 	if err != nil {
 		return s, fmt.Errorf("start %s: %w", e.name, err)

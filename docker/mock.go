@@ -49,6 +49,7 @@ func StartMock(ctx context.Context, opts ...MockOption) (*Mock, error) {
 		o.applyMock(&cfg)
 	}
 	m := &Mock{}
+	fixPublishedHost(ctx)
 	img := cfg.image
 	if img == "" {
 		var err error

@@ -21,6 +21,7 @@ import (
 
 	"testbed/docker"
 	"testbed/harness"
+	"testbed/harness/clientmon"
 )
 
 // truth is the mock's ground truth of one request (CONTRACTS.md); only the
@@ -36,6 +37,89 @@ type truth struct {
 }
 
 func (tr truth) ttft() time.Duration { return time.Duration(tr.FirstTokenNS - tr.ArrivalNS) }
+
+// stampSlack is how much earlier than the mock's ground truth a client may
+// see the first token. The mock stamps FirstTokenNS when its write and
+// flush return; the client, woken by that write, can read and stamp the
+// chunk before the mock's goroutine runs again. Microseconds on an idle
+// machine (4 µs seen here under load); a client timing the wrong event
+// (the role chunk, the first byte) is early by a whole TTFT.
+const stampSlack = time.Millisecond
+
+// checkOrder checks that the client saw request r's first token no earlier
+// than the mock wrote it (within stampSlack). The mock stamps its truth after
+// the write returns, so on a starved host its stamp can trail the write by a
+// scheduling delay of tens of milliseconds; in a step the harness itself
+// found client-bound (the host's CPU saturated), a violation is counted as
+// excused, to be logged, instead of failing.
+func checkOrder(t *testing.T, r harness.Record, tr truth, starved bool) (excused bool) {
+	t.Helper()
+	client := time.Duration(r.FirstTokenNS - r.SentNS)
+	if client >= tr.ttft()-stampSlack {
+		return false
+	}
+	if starved {
+		return true
+	}
+	t.Errorf("request %s: client TTFT %v < server TTFT %v: no client sees a token before it is written", r.ID, client, tr.ttft())
+	return false
+}
+
+// logExcused reports the ordering violations excused per step.
+func logExcused(t *testing.T, excused map[int]int, steps []harness.StepSummary) {
+	t.Helper()
+	for _, s := range steps {
+		if n := excused[s.Step]; n > 0 {
+			t.Logf("step %d (c=%d): %d requests saw the first token before the mock's after-write stamp, excused on a starved host (%s)",
+				s.Step, s.Concurrency, n, s.ClientBoundReason)
+		}
+	}
+}
+
+// starvedSteps maps step index to whether the harness found it client-bound.
+func starvedSteps(steps []harness.StepSummary) map[int]bool {
+	m := map[int]bool{}
+	for _, s := range steps {
+		m[s.Step] = s.ClientBound
+	}
+	return m
+}
+
+// checkTTFT checks a client TTFT (one request's, or a step's p50) against
+// the configured TTFT and the mock's ground truth for the same requests.
+// In fixed mode the mock writes the first token at the configured TTFT,
+// late only by its emission lateness, which the ground truth shows; on a
+// loaded machine that lateness reaches tens of milliseconds. So the client
+// is held to the truth: at or after it (within stampSlack) and later by at
+// most a tenth of the configured TTFT (the docker-proxy hop and one SSE
+// parse take well under a millisecond on an idle machine; a client that
+// queued requests or timed the wrong chunk errs by far more). The truth is
+// held to the configuration: never early, and late by less than the TTFT
+// itself, beyond which nothing measured here means anything.
+//
+// loose, when not empty, says why the client's own timing cannot be held to
+// the tolerance (race detector, a client-bound step): the ordering checks
+// still apply.
+func checkTTFT(t *testing.T, what string, configured, client, server time.Duration, loose string) {
+	t.Helper()
+	tol := configured / 10
+	if server < configured {
+		t.Errorf("%s: server TTFT %v < configured %v: fixed mode never emits early", what, server, configured)
+	}
+	if server > 2*configured {
+		t.Errorf("%s: server TTFT %v, more than twice the configured %v: the mock ran too late for any timing to mean something", what, server, configured)
+	}
+	if client < server-stampSlack {
+		t.Errorf("%s: client TTFT %v < server TTFT %v: no client sees a token before it is written", what, client, server)
+	}
+	switch {
+	case loose != "":
+		t.Logf("%s: client-side tolerance not applied: %s", what, loose)
+	case client > server+tol:
+		t.Errorf("%s: client TTFT %v exceeds server TTFT %v by more than %v", what, client, server, tol)
+	}
+	t.Logf("%s: configured TTFT %v, server %v (mock late by %v), client %v (%+v)", what, configured, server, server-configured, client, client-server)
+}
 
 // startMock starts the mock container with args and schedules its end.
 func startMock(t *testing.T, ctx context.Context, opts ...docker.MockOption) *docker.Mock {
@@ -89,8 +173,8 @@ func allTruth(t *testing.T, ctx context.Context, base string) map[string]truth {
 func TestMockContainerStreamsChat(t *testing.T) {
 	t.Parallel()
 	const (
-		ttft      = 50 * time.Millisecond
-		itl       = 5 * time.Millisecond
+		ttft      = 100 * time.Millisecond
+		itl       = 10 * time.Millisecond
 		maxTokens = 16
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -179,15 +263,7 @@ func TestMockContainerStreamsChat(t *testing.T) {
 	if !tr.Stream || tr.Status != http.StatusOK || tr.CompletionTokens != maxTokens {
 		t.Errorf("ground truth %+v, want a streamed 200 with %d tokens", tr, maxTokens)
 	}
-	// Fixed mode: the server's TTFT is the configured one, late by at most
-	// the mock's emission lateness, which stays far below one ITL.
-	if got := tr.ttft(); got < ttft || got > ttft+itl {
-		t.Errorf("server TTFT %v, want %v to %v (configured TTFT + one ITL)", got, ttft, ttft+itl)
-	}
-	if clientTTFT < tr.ttft() {
-		t.Errorf("client TTFT %v < server TTFT %v: the client cannot see a token before it was written", clientTTFT, tr.ttft())
-	}
-	t.Logf("server TTFT %v, client TTFT %v through the mapped port (+%v)", tr.ttft(), clientTTFT, clientTTFT-tr.ttft())
+	checkTTFT(t, "the request", ttft, clientTTFT, tr.ttft(), raceLoose())
 }
 
 // TestHarnessAgainstMockContainer runs a harness plan in-process against
@@ -201,12 +277,6 @@ func TestHarnessAgainstMockContainer(t *testing.T) {
 		ttft = 100 * time.Millisecond
 		itl  = 10 * time.Millisecond
 		nOut = 16
-		// The docker-proxy hop adds well under a millisecond per chunk;
-		// this machine's load adds scheduling noise of a few ms. The
-		// tolerance is a tenth of the configured TTFT: wide enough for
-		// both, far too narrow for a client counting the role chunk or
-		// queueing requests (those err by ≥ one TTFT).
-		tol = ttft / 10
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -226,7 +296,15 @@ timeouts: {request: 30s}
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	res, err := harness.Run(ctx, plan, dir)
+	// The harness's self-monitoring says when a step measured this machine
+	// rather than the mock (CPU starved, Go scheduler late); such a step is
+	// still checked against the ground truth, but not held to a tolerance.
+	mon, err := clientmon.New(clientmon.WithInterval(250 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Stop()
+	res, err := harness.Run(ctx, plan, dir, harness.WithStepMonitor(mon))
 	if err != nil {
 		t.Fatalf("harness.Run: %v", err)
 	}
@@ -239,6 +317,8 @@ timeouts: {request: 30s}
 	}
 	truths := allTruth(t, ctx, m.URL)
 	var gaps []time.Duration
+	serverTTFT := map[int][]time.Duration{} // per step, measured requests only
+	starved, excused := starvedSteps(res.Summary.Steps), map[int]int{}
 	for _, r := range recs {
 		if !r.OK() {
 			t.Errorf("request %s failed: %s %s", r.ID, r.ErrorClass, r.Error)
@@ -252,12 +332,15 @@ timeouts: {request: 30s}
 			t.Errorf("request %s: the mock has no ground truth for it", r.ID)
 			continue
 		}
-		client := time.Duration(r.FirstTokenNS - r.SentNS)
-		if client < tr.ttft() {
-			t.Errorf("request %s: client TTFT %v < server TTFT %v", r.ID, client, tr.ttft())
+		if checkOrder(t, r, tr, starved[r.Step]) {
+			excused[r.Step]++
 		}
-		gaps = append(gaps, client-tr.ttft())
+		gaps = append(gaps, time.Duration(r.FirstTokenNS-r.SentNS)-tr.ttft())
+		if !r.Warmup {
+			serverTTFT[r.Step] = append(serverTTFT[r.Step], tr.ttft())
+		}
 	}
+	logExcused(t, excused, res.Summary.Steps)
 	slices.Sort(gaps)
 	if len(gaps) > 0 {
 		t.Logf("client TTFT − server TTFT over %d requests: min %v, p50 %v, max %v", len(gaps), gaps[0], gaps[len(gaps)/2], gaps[len(gaps)-1])
@@ -271,11 +354,10 @@ timeouts: {request: 30s}
 			t.Errorf("step c=%d: %d of %d ok, want 24 of 24; errors %v", s.Concurrency, s.OK, s.Requests, s.Errors)
 		}
 		p50 := time.Duration(s.TTFT.P50 * float64(time.Millisecond))
-		if p50 < ttft || p50 > ttft+tol {
-			t.Errorf("step c=%d: TTFT p50 %v, want %v to %v", s.Concurrency, p50, ttft, ttft+tol)
-		}
 		itlP50 := time.Duration(s.ITL.P50 * float64(time.Millisecond))
-		if d := itlP50 - itl; d < -itl/10 || d > itl/10 {
+		loose := stepLoose(s)
+		checkTTFT(t, fmt.Sprintf("step c=%d TTFT p50", s.Concurrency), ttft, p50, median(serverTTFT[s.Step]), loose)
+		if d := itlP50 - itl; loose == "" && (d < -itl/10 || d > itl/10) {
 			t.Errorf("step c=%d: ITL p50 %v, want %v ± %v", s.Concurrency, itlP50, itl, itl/10)
 		}
 	}
@@ -297,10 +379,11 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("network: %v", err)
 	}
-	// The plan expects a fixed-mode mock; shorter times than compose's keep
-	// the test quick (55 requests at concurrency 1).
+	// The plan expects a fixed-mode mock; a 1 ms ITL instead of compose's
+	// 10 ms keeps the test quick (55 requests at concurrency 1 take 9 s).
+	const ttft = 100 * time.Millisecond
 	m := startMock(t, ctx, docker.WithNetwork(nw, "mock"),
-		docker.WithArgs("--ttft", "20ms", "--itl", "1ms", "--seed", "1"))
+		docker.WithArgs("--ttft", ttft.String(), "--itl", "1ms", "--seed", "1"))
 
 	plans, err := filepath.Abs("plans")
 	if err != nil {
@@ -344,9 +427,19 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 	if len(recs) != wantRecords {
 		t.Errorf("%d records, want %d", len(recs), wantRecords)
 	}
+	var sum harness.Summary
+	b, err := os.ReadFile(filepath.Join(out, "mock", harness.SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
 	// Every request reached this mock, over the network alias: it holds
 	// the ground truth of each, under the harness's own request id.
 	truths := allTruth(t, ctx, m.URL)
+	serverTTFT := map[int][]time.Duration{}
+	starved, excused := starvedSteps(sum.Steps), map[int]int{}
 	for _, r := range recs {
 		if !r.OK() {
 			t.Errorf("request %s failed: %s %s", r.ID, r.ErrorClass, r.Error)
@@ -357,18 +450,14 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 			t.Errorf("request %s: ground truth %+v (found %v), want a 200 seen by the mock", r.ID, tr, ok)
 			continue
 		}
-		if client := time.Duration(r.FirstTokenNS - r.SentNS); client < tr.ttft() {
-			t.Errorf("request %s: client TTFT %v < server TTFT %v", r.ID, client, tr.ttft())
+		if checkOrder(t, r, tr, starved[r.Step]) {
+			excused[r.Step]++
+		}
+		if !r.Warmup {
+			serverTTFT[r.Step] = append(serverTTFT[r.Step], tr.ttft())
 		}
 	}
-	var sum harness.Summary
-	b, err := os.ReadFile(filepath.Join(out, "mock", harness.SummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatalf("summary.json: %v", err)
-	}
+	logExcused(t, excused, sum.Steps)
 	if len(sum.Steps) != len(plan.Steps()) {
 		t.Errorf("summary.json has %d steps, want %d", len(sum.Steps), len(plan.Steps()))
 	}
@@ -376,6 +465,14 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 		if s.Target != "mock" || s.OK != plan.Load.Requests {
 			t.Errorf("step %s c=%d: %d of %d ok, want %d", s.Target, s.Concurrency, s.OK, s.Requests, plan.Load.Requests)
 		}
+		// This harness is the image's binary, not this race-instrumented
+		// process: only its own client-bound verdict loosens the check.
+		loose := ""
+		if s.ClientBound {
+			loose = "the harness found the step client-bound: " + s.ClientBoundReason
+		}
+		p50 := time.Duration(s.TTFT.P50 * float64(time.Millisecond))
+		checkTTFT(t, fmt.Sprintf("container step c=%d TTFT p50", s.Concurrency), ttft, p50, median(serverTTFT[s.Step]), loose)
 	}
 }
 
@@ -388,4 +485,32 @@ func containerLog(t *testing.T, ctx context.Context, c *testcontainers.DockerCon
 	defer rc.Close()
 	b, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
 	return string(b)
+}
+
+// median is the middle value (upper middle for even counts), 0 for none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// raceLoose says why this process's timing is not held to a tolerance, or
+// "" when it is.
+func raceLoose() string {
+	if raceEnabled {
+		return "the race detector slows this test process, which is the client"
+	}
+	return ""
+}
+
+// stepLoose is raceLoose for a step run in this process, also loose when
+// the harness's self-monitoring found the step client-bound.
+func stepLoose(s harness.StepSummary) string {
+	if s.ClientBound {
+		return "the harness found the step client-bound: " + s.ClientBoundReason
+	}
+	return raceLoose()
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package docker_test
+
+const raceEnabled = false
