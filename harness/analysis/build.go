@@ -158,6 +158,9 @@ func Analyze(steps []harness.StepSummary, recs []harness.Record, o Options) Anal
 		f.MeetsSLO = s.Requests > 0 && f.SLOAttainment >= o.SLOAttainment
 		if sm := samples[s.Step]; sm != nil {
 			f.InputTokens, f.OutputTokens = sm.InputTokens, sm.OutputTokens
+			if s.Scenario == harness.ScenarioLongContext {
+				f.Label += fmt.Sprintf(" %d tok", sm.InputTokens) // buckets differ by length, not load
+			}
 			for _, m := range []struct {
 				name string
 				v    []float64

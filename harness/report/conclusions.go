@@ -51,10 +51,10 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// chatStep is the step that stands for interactive chat: short outputs if
-// measured, else the lightest load of a ladder.
+// chatStep is the step that stands for interactive chat: the lightest
+// load of a ladder, else of the other scenarios at low concurrency.
 func (t *targetV) chatStep() *stepV {
-	for _, sc := range []string{harness.ScenarioShortOutput, harness.ScenarioConcurrency, harness.ScenarioRate, harness.ScenarioStreaming, harness.ScenarioWarm} {
+	for _, sc := range []string{harness.ScenarioConcurrency, harness.ScenarioRate, harness.ScenarioWarm, harness.ScenarioStreaming, harness.ScenarioShortOutput} {
 		for _, s := range t.scenario(sc) {
 			if s.s.OK > 0 {
 				return s

@@ -32,7 +32,7 @@ func (m *model) limitations(d *document) {
 			}
 			if n := s.s.Errors[harness.ErrRateLimited]; n > 0 {
 				limited += n
-				limitedSteps = append(limitedSteps, fmt.Sprintf("%s %s", s.s.Scenario, loadLabel(s.s.Scenario, s.s)))
+				limitedSteps = append(limitedSteps, s.name())
 			}
 		}
 		if limited > 0 {
@@ -67,7 +67,7 @@ func (m *model) limitations(d *document) {
 		var spikes []string
 		for _, s := range t.steps {
 			if s.s.E2E.Count >= 20 && s.s.E2E.P99 > 0 && s.s.E2E.Max > 3*s.s.E2E.P99 {
-				spikes = append(spikes, fmt.Sprintf("%s %s (max %s vs P99 %s)", s.s.Scenario, loadLabel(s.s.Scenario, s.s), human(s.s.E2E.Max), human(s.s.E2E.P99)))
+				spikes = append(spikes, fmt.Sprintf("%s (max %s vs P99 %s)", s.name(), human(s.s.E2E.Max), human(s.s.E2E.P99)))
 			}
 		}
 		if len(spikes) > 0 {
@@ -89,7 +89,7 @@ func (m *model) limitations(d *document) {
 	var bound, late []string
 	for _, t := range m.targets {
 		for _, s := range t.steps {
-			lbl := fmt.Sprintf("%s %s %s", t.name, s.s.Scenario, loadLabel(s.s.Scenario, s.s))
+			lbl := t.name + " " + s.name()
 			if s.s.ClientBound {
 				bound = append(bound, fmt.Sprintf("%s (%s)", lbl, s.s.ClientBoundReason))
 			}
@@ -222,7 +222,7 @@ func (m *model) ciTable(d *document) {
 		right: []bool{false, false, true, false, false, false, false}}
 	for _, tv := range m.targets {
 		for _, s := range tv.steps {
-			row := []string{tv.name, fmt.Sprintf("%s %s", s.s.Scenario, loadLabel(s.s.Scenario, s.s)), fmt.Sprint(s.s.OK)}
+			row := []string{tv.name, s.name(), fmt.Sprint(s.s.OK)}
 			filled := false
 			for _, c := range []struct {
 				metric string

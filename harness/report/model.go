@@ -255,3 +255,13 @@ func pct(v float64) string {
 		return fmt.Sprintf("%.1f %%", v*100)
 	}
 }
+
+// name says which step s is, for lists and the interval table: scenario,
+// load, and for long-context steps the input length that tells buckets apart.
+func (s *stepV) name() string {
+	n := s.s.Scenario + " " + loadLabel(s.s.Scenario, s.s)
+	if s.s.Scenario == harness.ScenarioLongContext {
+		n += fmt.Sprintf(", %s tokens", commas(int64(s.f.InputTokens)))
+	}
+	return n
+}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -9,102 +10,153 @@ import (
 	"testbed/harness/analysis"
 )
 
-// titles of the scenarios, as section headings.
-var titles = map[string]string{
-	harness.ScenarioConcurrency:  "Concurrency ladder (closed loop)",
-	harness.ScenarioRate:         "Rate ladder (open loop)",
-	harness.ScenarioLongContext:  "Long context",
-	harness.ScenarioColdStart:    "Cold start",
-	harness.ScenarioWarm:         "Warm reference (for cold start)",
-	harness.ScenarioStreaming:    "Streaming",
-	harness.ScenarioNonStreaming: "Non-streaming",
-	harness.ScenarioConnReuse:    "Connection reuse (keep-alive)",
-	harness.ScenarioConnNew:      "New connection per request",
-	harness.ScenarioShortOutput:  "Short outputs (request throughput)",
-	harness.ScenarioLongOutput:   "Long outputs (token throughput)",
+// group is one section of the dimensions: a scenario, or a pair compared.
+type group struct {
+	id, title, why string
+	scenarios      []string
 }
 
-func title(sc string) string {
-	if t, ok := titles[sc]; ok {
-		return t
-	}
-	return "Scenario " + sc
+// groups are the sections in the order the methodology presents them.
+var groups = []group{
+	{"concurrency", "Concurrency ladder (closed loop)", "", []string{harness.ScenarioConcurrency}},
+	{"rate", "Rate ladder (open loop)", "", []string{harness.ScenarioRate}},
+	{"long-context", "Long context", "", []string{harness.ScenarioLongContext}},
+	{"cold-start", "Cold start", "Each cold request followed an idle gap with nothing in flight; the warm reference ran the same way back to back.",
+		[]string{harness.ScenarioColdStart, harness.ScenarioWarm}},
+	{"streaming", "Streaming vs non-streaming", "Non-streaming requests have no first token before the whole answer: compare E2E; their TTFT equals E2E.",
+		[]string{harness.ScenarioStreaming, harness.ScenarioNonStreaming}},
+	{"connection", "Connection reuse vs new connection per request", "A new connection per request pays TCP (and TLS) set-up inside its TTFT.",
+		[]string{harness.ScenarioConnReuse, harness.ScenarioConnNew}},
+	{"throughput-split", "Request throughput vs token throughput", "Short outputs measure how many requests/s the server completes; long outputs how many tokens/s it decodes.",
+		[]string{harness.ScenarioShortOutput, harness.ScenarioLongOutput}},
 }
 
-// dimensions writes, per scenario, the charts and the three layers of
-// numbers: latency (TTFT, ITL, E2E), throughput, errors.
+// dimensions writes, per scenario (or compared pair), the charts and the
+// three layers of numbers: latency (TTFT, ITL, E2E), throughput, errors.
 func (m *model) dimensions(d *document) {
+	all := append([]group(nil), groups...)
+	known := map[string]bool{}
+	for _, g := range groups {
+		for _, sc := range g.scenarios {
+			known[sc] = true
+		}
+	}
 	for _, sc := range m.scenarios() {
-		d.h(2, "scenario-"+sc, "%s", title(sc))
-		switch sc {
+		if !known[sc] {
+			all = append(all, group{id: sc, title: "Scenario " + sc, scenarios: []string{sc}})
+		}
+	}
+	for _, g := range all {
+		var present []string
+		for _, sc := range g.scenarios {
+			if m.has(sc) {
+				present = append(present, sc)
+			}
+		}
+		if len(present) == 0 {
+			continue
+		}
+		d.h(2, "scenario-"+g.id, "%s", g.title)
+		if g.why != "" {
+			d.p("%s", g.why)
+		}
+		switch present[0] {
 		case harness.ScenarioConcurrency, harness.ScenarioRate:
-			m.ladderCharts(d, sc)
+			m.ladderCharts(d, present[0])
 		case harness.ScenarioLongContext:
 			m.contextChart(d)
 		}
-		m.latencyTable(d, sc)
-		m.throughputTable(d, sc)
-		switch sc {
-		case harness.ScenarioColdStart:
+		m.latencyTable(d, present)
+		m.throughputTable(d, present)
+		switch g.id {
+		case "cold-start":
 			m.coldTable(d)
-		case harness.ScenarioConnNew:
+		case "connection":
 			m.connTable(d)
 		}
 	}
-	m.comparisons(d)
 }
 
-// rowsOf returns every target's steps of a scenario, target by target.
-func (m *model) rowsOf(sc string) []*stepV {
+// rowsOf returns every target's steps of the scenarios, target by target.
+func (m *model) rowsOf(scs []string) []*stepV {
 	var out []*stepV
 	for _, t := range m.targets {
-		out = append(out, t.scenario(sc)...)
+		for _, sc := range scs {
+			out = append(out, t.scenario(sc)...)
+		}
 	}
 	return out
 }
 
-func (m *model) latencyTable(d *document, sc string) {
-	rows := m.rowsOf(sc)
+// stepCells are the leading cells naming a row: target, scenario when the
+// table mixes two, load, and input length for long-context steps.
+func stepCells(s *stepV, scs []string) []string {
+	c := []string{s.target}
+	if len(scs) > 1 {
+		c = append(c, s.s.Scenario)
+	}
+	c = append(c, loadLabel(s.s.Scenario, s.s))
+	if contains(scs, harness.ScenarioLongContext) {
+		c = append(c, commas(int64(s.f.InputTokens)))
+	}
+	return c
+}
+
+func stepHeader(scs []string) []string {
+	h := []string{"target"}
+	if len(scs) > 1 {
+		h = append(h, "scenario")
+	}
+	h = append(h, "load")
+	if contains(scs, harness.ScenarioLongContext) {
+		h = append(h, "input tokens")
+	}
+	return h
+}
+
+func (m *model) latencyTable(d *document, scs []string) {
+	rows := m.rowsOf(scs)
 	if len(rows) == 0 {
 		return
 	}
-	long := sc == harness.ScenarioLongContext
-	h := []string{"target", "load"}
-	if long {
-		h = append(h, "input tokens")
+	h := stepHeader(scs)
+	lead := len(h)
+	if contains(scs, harness.ScenarioLongContext) {
+		lead-- // input tokens are a number
 	}
 	h = append(h, "n", "TTFT P50", "P95", "P99", "ITL P50", "P95", "P99", "E2E P50", "P95", "P99")
-	t := table{header: h, right: rightFrom(2, len(h))}
+	t := table{header: h, right: rightFrom(lead, len(h))}
 	for _, s := range rows {
-		r := []string{s.target, loadLabel(sc, s.s)}
-		if long {
-			r = append(r, commas(int64(s.f.InputTokens)))
+		r := append(stepCells(s, scs), fmt.Sprint(s.s.OK))
+		for _, st := range []harness.Stats{s.s.TTFT, s.s.ITL, s.s.E2E} {
+			r = append(r, pcells(st)...)
 		}
-		r = append(r, fmt.Sprint(s.s.OK),
-			ms(s.s.TTFT.P50), ms(s.s.TTFT.P95), ms(s.s.TTFT.P99),
-			ms(s.s.ITL.P50), ms(s.s.ITL.P95), ms(s.s.ITL.P99),
-			ms(s.s.E2E.P50), ms(s.s.E2E.P95), ms(s.s.E2E.P99))
 		t.rows = append(t.rows, r)
 	}
 	d.p("Latency (ms) of successful measured requests; TTFT and E2E from the moment the request was sent (from schedule in the JSON).")
 	d.add(t)
 }
 
-func (m *model) throughputTable(d *document, sc string) {
-	rows := m.rowsOf(sc)
+func (m *model) throughputTable(d *document, scs []string) {
+	rows := m.rowsOf(scs)
 	if len(rows) == 0 {
 		return
 	}
-	h := []string{"target", "load", "ok / requests", "errors", "output tok/s", "input tok/s", "req/s", "goodput req/s", "client"}
-	t := table{header: h, right: []bool{false, false, true, false, true, true, true, true, false}}
+	h := stepHeader(scs)
+	right := make([]bool, len(h))
+	if contains(scs, harness.ScenarioLongContext) {
+		right[len(h)-1] = true
+	}
+	h = append(h, "ok / requests", "errors", "output tok/s", "input tok/s", "req/s", "goodput req/s", "client")
+	t := table{header: h, right: append(right, true, false, true, true, true, true, false)}
 	for _, s := range rows {
 		client := "ok"
 		if s.s.ClientBound {
 			client = "**client-bound**"
 		}
-		t.rows = append(t.rows, []string{s.target, loadLabel(sc, s.s), fmt.Sprintf("%d / %d", s.s.OK, s.s.Requests),
+		t.rows = append(t.rows, append(stepCells(s, scs), fmt.Sprintf("%d / %d", s.s.OK, s.s.Requests),
 			errorsCell(s.s), rate(s.s.OutputTokensPerS), rate(s.s.InputTokensPerS), rate(s.s.RequestsPerS),
-			rate(s.s.GoodputRequestsPerS), client})
+			rate(s.s.GoodputRequestsPerS), client))
 	}
 	d.p("Throughput over each step's measured window (warm-up excluded) and errors by class.")
 	d.add(t)
@@ -319,44 +371,21 @@ func (m *model) connTable(d *document) {
 	}
 }
 
+// pcells are a metric's P50, P95 and P99 cells; "—" when the metric has no
+// sample (TTFT and ITL of non-streaming requests).
+func pcells(st harness.Stats) []string {
+	if st.Count == 0 {
+		return []string{"—", "—", "—"}
+	}
+	return []string{ms(st.P50), ms(st.P95), ms(st.P99)}
+}
+
+// median of v; NaN (printed "—") for no values.
 func median(v []float64) float64 {
 	if len(v) == 0 {
-		return 0
+		return math.NaN()
 	}
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return analysis.Percentile(s, 50)
-}
-
-// comparisons puts paired scenarios side by side: streaming vs not, reuse
-// vs new connection, short vs long outputs.
-func (m *model) comparisons(d *document) {
-	pairs := []struct {
-		a, b, title, why string
-	}{
-		{harness.ScenarioStreaming, harness.ScenarioNonStreaming, "Streaming vs non-streaming",
-			"Non-streaming requests have no first token before the whole answer: compare E2E; TTFT there equals E2E."},
-		{harness.ScenarioConnReuse, harness.ScenarioConnNew, "Connection reuse vs new connection per request",
-			"A new connection per request pays TCP (and TLS) set-up inside its TTFT."},
-		{harness.ScenarioShortOutput, harness.ScenarioLongOutput, "Request throughput vs token throughput",
-			"Short outputs measure how many requests/s the server completes; long outputs how many tokens/s it decodes."},
-	}
-	for _, p := range pairs {
-		if !m.has(p.a) || !m.has(p.b) {
-			continue
-		}
-		d.h(2, "compare-"+p.a, "%s", p.title)
-		d.p("%s", p.why)
-		t := table{header: []string{"target", "scenario", "load", "n", "TTFT P50", "TTFT P99", "E2E P50", "E2E P99", "output tok/s", "req/s"},
-			right: []bool{false, false, false, true, true, true, true, true, true, true}}
-		for _, tv := range m.targets {
-			for _, sc := range []string{p.a, p.b} {
-				for _, s := range tv.scenario(sc) {
-					t.rows = append(t.rows, []string{tv.name, sc, loadLabel(sc, s.s), fmt.Sprint(s.s.OK), ms(s.s.TTFT.P50), ms(s.s.TTFT.P99),
-						ms(s.s.E2E.P50), ms(s.s.E2E.P99), rate(s.s.OutputTokensPerS), rate(s.s.RequestsPerS)})
-				}
-			}
-		}
-		d.add(t)
-	}
 }
