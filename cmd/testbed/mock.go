@@ -79,6 +79,8 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&f.faults.TokensPerEvent, "tokens-per-event", 1, "tokens per SSE event")
 	fs.DurationVar(&f.faults.PacingInterval, "pacing", 0, "release tokens only on this fixed tick (0 = off)")
 	fs.BoolVar(&f.faults.EarlyFirstByte, "early-first-byte", false, "flush headers and the role chunk on arrival, long before the first token")
+	tlsOn := fs.Bool("tls", false, "serve HTTPS with a generated self-signed certificate (mocktls.go)")
+	certOut := fs.String("tls-cert-out", "", "with --tls: write the certificate (PEM) here, for a client's CA file (plan tls.ca_file, bench --ca-file)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed mock [flags]")
 		fs.PrintDefaults()
@@ -114,7 +116,14 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("mock: listen on --addr %s: %w", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "testbed mock: serving model %q (profile %s, %s mode) on http://%s\n", f.model, prof.Name, prof.Mode, ln.Addr())
+	scheme := "http"
+	if *tlsOn {
+		if ln, err = listenTLS(ln, *certOut); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "testbed mock: serving model %q (profile %s, %s mode) on %s://%s\n", f.model, prof.Name, prof.Mode, scheme, ln.Addr())
 	return serveMock(ctx, srv, ln, f.grace, stderr)
 }
 
