@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"testbed/harness"
@@ -80,6 +81,9 @@ func resultsDir(dir, kind string) string {
 // runPlan runs plan with a progress line on stderr and prints the table.
 func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr io.Writer, opts ...harness.RunOption) error {
 	prog := newProgress(stderr)
+	// The progress line and the step monitor write from their own goroutines.
+	stderr = &lockedWriter{w: stderr}
+	prog.w = stderr
 	mon, err := startClientMonitor(dir, stderr)
 	if err != nil {
 		return err
@@ -102,6 +106,18 @@ func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr 
 		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
 	}
 	return err
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // progress draws a one-line progress report on stderr: redrawn in place
