@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -375,10 +376,24 @@ func TestConnectionModes(t *testing.T) {
 		{"new", "1.1", false},  // a fresh connection and TLS handshake each time
 		{"reuse", "2", true},   // HTTP/2 multiplexing
 	}
-	for _, tc := range tests {
-		t.Run(tc.conn+"/"+tc.http, func(t *testing.T) {
+	// Cleartext HTTP/2 (h2c with prior knowledge), as vLLM behind some proxies speaks it.
+	h2c := httptest.NewUnstartedServer(m)
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	tests = append(tests, struct {
+		conn, http string
+		wantReused bool
+	}{"reuse", "2", true})
+	for i, tc := range tests {
+		url := srv.URL
+		if i == len(tests)-1 {
+			url = h2c.URL
+		}
+		t.Run(fmt.Sprintf("%s/%s/%s", tc.conn, tc.http, url[:5]), func(t *testing.T) {
 			t.Parallel()
-			p := basePlan(srv.URL)
+			p := basePlan(url)
 			p.Connection, p.HTTP, p.TLS.CAFile = tc.conn, tc.http, caFile
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 5}
