@@ -88,7 +88,7 @@ func TestMockTLS(t *testing.T) {
 		name string
 		tls  harness.TLS
 	}{
-		{"ca-file", harness.TLS{CAFile: ca}},                 // trust the mock's certificate
+		{"ca-file", harness.TLS{CAFile: ca}},                // trust the mock's certificate
 		{"insecure", harness.TLS{InsecureSkipVerify: true}}, // or skip verification, explicitly
 	} {
 		res, err := harness.Run(context.Background(), plan(c.tls), filepath.Join(dir, c.name))

@@ -27,8 +27,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "directory for report.md and report.html (default: the first DIR)")
+	charts := fs.String("svg", "", "also write every chart as a standalone SVG file into this directory")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed report [-o OUTDIR] DIR [DIR...]")
+		fmt.Fprintln(stderr, "usage: testbed report [-o OUTDIR] [-svg CHARTDIR] DIR [DIR...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(reorderFlags(args)); err != nil {
@@ -65,6 +66,13 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(dst, report.MarkdownFile), filepath.Join(dst, report.HTMLFile))
+	if *charts != "" {
+		paths, err := report.WriteCharts(*charts, runs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "charts: %d SVG files in %s\n", len(paths), *charts)
+	}
 	return nil
 }
 

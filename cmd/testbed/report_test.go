@@ -52,7 +52,8 @@ func TestReportFiles(t *testing.T) {
 	}
 	out := filepath.Join(dir, "cmp")
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), append([]string{"report", "-o", out}, runs...), &stdout, &stderr); err != nil {
+	svgDir := filepath.Join(dir, "charts")
+	if err := run(context.Background(), append([]string{"report", "-o", out, "-svg", svgDir}, runs...), &stdout, &stderr); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
 	for _, d := range runs {
@@ -77,6 +78,10 @@ func TestReportFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, report.HTMLFile)); err != nil {
 		t.Error(err)
+	}
+	// The main chart as a standalone SVG file, e.g. for docs/img.
+	if b, err := os.ReadFile(filepath.Join(svgDir, "chart-throughput-concurrency.svg")); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("-svg: %v", err)
 	}
 	if !strings.Contains(stdout.String(), filepath.Join(out, report.HTMLFile)) {
 		t.Errorf("stdout does not say where the report is:\n%s", stdout.String())

@@ -62,3 +62,26 @@ func Write(outDir string, runs []*Run) error {
 	}
 	return nil
 }
+
+// WriteCharts writes every chart of the report as a standalone SVG file,
+// DIR/<chart id>.svg, for embedding elsewhere or converting to images
+// (e.g. rsvg-convert -z 1.5 -o chart.png chart.svg). It returns the paths.
+func WriteCharts(dir string, runs []*Run) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var paths []string
+	for _, b := range build(runs).blocks {
+		c, ok := b.(chartBlock)
+		if !ok {
+			continue
+		}
+		p := filepath.Join(dir, c.c.ID+".svg")
+		svg := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + c.c.SVG() + "\n"
+		if err := os.WriteFile(p, []byte(svg), 0o644); err != nil {
+			return paths, fmt.Errorf("report: %w", err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
