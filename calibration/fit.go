@@ -21,6 +21,7 @@ import (
 type FitOption func(*fitConfig)
 
 type fitConfig struct {
+	server *ServerBatch
 	target string
 	base   engine.Profile
 	gapNS  int64
@@ -46,6 +47,10 @@ func WithName(name string) FitOption { return func(c *fitConfig) { c.name = name
 // WithMode forces the fitted profile's mode (engine.ModeFixed or
 // engine.ModeEngine); by default engine when the step fit is good.
 func WithMode(mode string) FitOption { return func(c *fitConfig) { c.mode = mode } }
+
+// WithServerBatch adds the server's own batch gauges (see FitDir, which
+// reads them from server_metrics.jsonl when the run scraped any).
+func WithServerBatch(b ServerBatch) FitOption { return func(c *fitConfig) { c.server = &b } }
 
 // FitResult is a fitted profile and the evidence behind it.
 type FitResult struct {
@@ -87,7 +92,11 @@ type EngineFit struct {
 	MaxBatch   int  // largest batch seen
 	MaxNumSeqs int  // estimate written to the profile
 	Saturated  bool // requests queued behind a full batch: MaxNumSeqs = MaxBatch
-	Queued     int  // requests that waited two or more whole steps
+	// CapSource says where MaxNumSeqs comes from: "reconstructed steps",
+	// "server metrics", or "not reached".
+	CapSource string
+	Server    *ServerBatch // the server's gauges, when the run scraped them
+	Queued    int          // requests that waited two or more whole steps
 
 	ColdStart   time.Duration // extra time of cold steps over the model
 	ColdSteps   int
@@ -119,6 +128,13 @@ func FitDir(dir string, opts ...FitOption) (*FitResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fit: %w", err)
 	}
+	b, ok, err := readServerBatch(filepath.Join(dir, ServerMetricsFile))
+	if err != nil {
+		return nil, fmt.Errorf("fit: %w", err)
+	}
+	if ok {
+		opts = append([]FitOption{WithServerBatch(b)}, opts...)
+	}
 	return Fit(recs, opts...)
 }
 
@@ -146,6 +162,9 @@ func Fit(recs []harness.Record, opts ...FitOption) (*FitResult, error) {
 		return nil, err
 	}
 	res.Engine, res.EngineErr = fitEngine(mine, cfg.gapNS)
+	if b := cfg.server; b != nil && res.Engine != nil {
+		res.Engine.applyServerBatch(*b)
+	}
 
 	p := cfg.base
 	p.Name = cfg.name
@@ -441,11 +460,11 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 	// max_num_seqs: when requests queued behind batches at the largest size
 	// seen, that size is the cap. Otherwise the cap was never reached; keep
 	// vLLM's default, or the largest batch when it is larger.
-	e.MaxNumSeqs = max(e.MaxBatch, 256)
+	e.MaxNumSeqs, e.CapSource = max(e.MaxBatch, 256), "not reached"
 	if rc.Queued > 0 && len(rc.QueuedBehind) > 0 {
 		if quantile(toFloats(rc.QueuedBehind), 0.5) >= 0.95*float64(rc.MaxBatch) {
 			e.Saturated = true
-			e.MaxNumSeqs = rc.MaxBatch
+			e.MaxNumSeqs, e.CapSource = rc.MaxBatch, "reconstructed steps"
 		}
 	}
 
@@ -482,6 +501,18 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// applyServerBatch prefers the server's own gauges for the batch cap: the
+// largest running batch scraped while requests waited, unless the KV cache
+// was (nearly) full then, which makes requests wait below the cap.
+func (e *EngineFit) applyServerBatch(b ServerBatch) {
+	e.Server = &b
+	if b.QueuedScrapes == 0 || b.MaxRunningQueued == 0 || b.MaxKVUsage >= 0.95 {
+		return
+	}
+	e.Saturated = true
+	e.MaxNumSeqs, e.CapSource = b.MaxRunningQueued, "server metrics"
 }
 
 func toFloats(v []int) []float64 {
@@ -547,9 +578,13 @@ func (r *FitResult) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps, %d split, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
 			e.BurstGapMS, e.Split, e.Rejoined, 100*e.Consistency, e.Merged)
-		if e.Saturated {
+		switch {
+		case e.CapSource == "server metrics":
+			fmt.Fprintf(w, "  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at most %.0f%% then)\n",
+				e.MaxNumSeqs, e.Server.QueuedScrapes, e.Server.Scrapes, 100*e.Server.MaxKVUsage)
+		case e.Saturated:
 			fmt.Fprintf(w, "  max_num_seqs = %d: %d requests queued behind batches of that size\n", e.MaxNumSeqs, e.Queued)
-		} else {
+		default:
 			fmt.Fprintf(w, "  max_num_seqs: never reached (largest batch %d, %d requests queued); profile keeps %d\n", e.MaxBatch, e.Queued, e.MaxNumSeqs)
 		}
 		if e.ColdSteps > 0 {
