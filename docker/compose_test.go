@@ -2,6 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -181,5 +183,75 @@ func TestPlans(t *testing.T) {
 		if _, err := harness.LoadPlan(f); err != nil {
 			t.Errorf("%v", err)
 		}
+	}
+}
+
+// TestComposeMockUp runs compose.mock.yaml for real, as the README says,
+// with the short plans/smoke.yaml: the mock's health check must pass, the
+// harness job must reach the mock by service name and write its results
+// where TESTBED_RESULTS points, and exit 0.
+func TestComposeMockUp(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Skip("docker-compose is not installed; TestHarnessContainerOverNetwork runs the same flow without it")
+	}
+	img := testImage(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	out := t.TempDir()
+	project := fmt.Sprintf("testbed-test-%d", os.Getpid())
+	env := append(os.Environ(),
+		"TESTBED_IMAGE="+img,
+		"PLAN=smoke.yaml",
+		"RUN_NAME=smoke",
+		"MOCK_PORT=0", // any free host port: 8000 may be taken
+		"TESTBED_RESULTS="+out,
+		fmt.Sprintf("TESTBED_USER=%d:%d", os.Getuid(), os.Getgid()),
+	)
+	compose := func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-p", project, "-f", "compose.mock.yaml"}, args...)...)
+		cmd.Env = env
+		return cmd.CombinedOutput()
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		defer cancel()
+		if b, err := compose(ctx, "down", "-v", "--remove-orphans"); err != nil {
+			t.Errorf("docker-compose down: %v\n%s", err, b)
+		}
+	})
+	b, err := compose(ctx, "up", "--no-color", "--abort-on-container-exit", "--exit-code-from", "harness")
+	if err != nil {
+		t.Fatalf("docker-compose up: %v\n%s", err, b)
+	}
+
+	plan, err := harness.LoadPlan(filepath.Join("plans", "smoke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := harness.ReadRecords(filepath.Join(out, "smoke", harness.RecordsFile))
+	if err != nil {
+		t.Fatalf("results of the compose run: %v\n%s", err, b)
+	}
+	if want := len(plan.Steps()) * (plan.Load.Requests + plan.Load.Warmup); len(recs) != want {
+		t.Errorf("%d records, want %d", len(recs), want)
+	}
+	for _, r := range recs {
+		if !r.OK() || r.NOut != 16 {
+			t.Errorf("request %s: error %q %s, n_out %d; want ok with 16 tokens", r.ID, r.ErrorClass, r.Error, r.NOut)
+		}
+	}
+	var sum harness.Summary
+	sb, err := os.ReadFile(filepath.Join(out, "smoke", harness.SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &sum); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	if len(sum.Steps) != len(plan.Steps()) {
+		t.Errorf("summary.json has %d steps, want %d", len(sum.Steps), len(plan.Steps()))
 	}
 }
