@@ -351,7 +351,15 @@ func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *t
 		}
 		if ch.done {
 			done = true
+			break
 		}
+	}
+	if done {
+		// Read on to the end of the body, so the connection can be reused,
+		// but do not let a server that never closes the stream turn a
+		// finished request into a timeout.
+		idle.Reset(min(c.idle, time.Second))
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	}
 	tt.fill(rec)
 	rec.DoneNS = c.since()
@@ -370,7 +378,7 @@ func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *t
 	switch {
 	case streamErr != "":
 		rec.ErrorClass, rec.Error = ErrServer, streamErr
-	case readErr == io.EOF && (done || finish != ""):
+	case done, readErr == io.EOF && finish != "":
 		// complete
 	case readErr == io.EOF:
 		rec.ErrorClass, rec.Error = ErrStreamCut, "stream ended before its finish marker"
