@@ -145,3 +145,52 @@ func TestPacer(t *testing.T) {
 		t.Error("rate 0 accepted")
 	}
 }
+
+func TestPacerN(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind       string
+		burstiness float64
+		cvLo, cvHi float64
+	}{
+		{ArrivalPoisson, 1, 0.95, 1.05}, // still exponential-like gaps
+		{ArrivalGamma, 0.25, 1.8, 2.2},  // still bursty
+		{ArrivalConstant, 1, 0, 1e-6},   // unchanged
+	}
+	for _, tc := range tests {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			const rate, n = 500.0, 5000
+			p, err := NewPacerN(tc.kind, rate, tc.burstiness, 7, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offs := make([]float64, n)
+			for i := range offs {
+				offs[i] = p.Next().Seconds()
+			}
+			// n arrivals fill n/rate seconds: the last one lands within
+			// a few mean gaps of the end, never after it.
+			end := float64(n) / rate
+			if offs[n-1] > end || offs[n-1] < end-20/rate {
+				t.Errorf("last arrival at %.4fs, want just under %.4fs", offs[n-1], end)
+			}
+			var sum, sum2 float64
+			for i := 1; i < n; i++ {
+				g := offs[i] - offs[i-1]
+				if g < 0 {
+					t.Fatal("schedule went backwards")
+				}
+				sum += g
+				sum2 += g * g
+			}
+			mean := sum / (n - 1)
+			if cv := math.Sqrt(sum2/(n-1)-mean*mean) / mean; cv < tc.cvLo || cv > tc.cvHi {
+				t.Errorf("gap CV %.3f, want in [%.2f, %.2f]", cv, tc.cvLo, tc.cvHi)
+			}
+			if next := p.Next().Seconds(); next <= offs[n-1] {
+				t.Errorf("pacer past its list went backwards: %v after %v", next, offs[n-1])
+			}
+		})
+	}
+}

@@ -45,6 +45,49 @@ func NewPacer(kind string, rate, burstiness float64, seed uint64) (Pacer, error)
 	return nil, fmt.Errorf("pacer: unknown arrival %q (want constant, poisson or gamma)", kind)
 }
 
+// NewPacerN is NewPacer for a step of exactly n requests: the n gaps are
+// drawn as NewPacer would, then scaled together so they sum to n/rate.
+// Scaling exponential gaps by their sum gives exactly a Poisson process
+// conditioned on n arrivals in n/rate seconds (the arrival times are then
+// sorted uniform draws), and gamma gaps keep their shape; so the achieved
+// rate is the rate asked for, not the rate plus the draw's noise (±1/√n).
+func NewPacerN(kind string, rate, burstiness float64, seed uint64, n int) (Pacer, error) {
+	p, err := NewPacer(kind, rate, burstiness, seed)
+	if err != nil || n <= 1 {
+		return p, err
+	}
+	if _, ok := p.(*constantPacer); ok {
+		return p, nil
+	}
+	offs := make([]time.Duration, n+1) // offs[n] ends the last gap
+	for i := range offs {
+		offs[i] = p.Next()
+	}
+	// offs[0] is 0; offs[n] is the sum of n gaps.
+	scale := (float64(n) / rate) / offs[n].Seconds()
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(float64(offs[i]) * scale)
+	}
+	return &listPacer{offs: out, gap: time.Duration(float64(time.Second) / rate)}, nil
+}
+
+// listPacer replays precomputed offsets, then continues at the mean gap.
+type listPacer struct {
+	offs []time.Duration
+	gap  time.Duration
+	i    int
+}
+
+func (p *listPacer) Next() time.Duration {
+	i := p.i
+	p.i++
+	if i < len(p.offs) {
+		return p.offs[i]
+	}
+	return p.offs[len(p.offs)-1] + time.Duration(i-len(p.offs)+1)*p.gap
+}
+
 type constantPacer struct {
 	gap float64 // seconds
 	n   int

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -414,7 +415,13 @@ func (r *runner) closedLoop(ctx, hard context.Context, st Step, src *source, c *
 // times from the step's start, each in its own goroutine, so a slow
 // response never delays the schedule.
 func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *client) {
-	pacer, err := NewPacer(st.Arrival, st.Rate, st.Burstiness, st.Seed)
+	// The step's size is known up front (requests, or rate × duration), so
+	// the schedule hits the asked rate exactly; see NewPacerN.
+	n := st.Requests
+	if byTime := int(math.Ceil(st.Rate * st.Duration.Seconds())); st.Duration > 0 && (n == 0 || byTime < n) {
+		n = byTime
+	}
+	pacer, err := NewPacerN(st.Arrival, st.Rate, st.Burstiness, st.Seed, n+st.Warmup)
 	if err != nil {
 		r.failBuild(&st, 0, r.since(), err)
 		return
@@ -427,17 +434,8 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	start := r.since() + int64(2*time.Millisecond) // time to build the first request
-	var measureStart time.Duration = -1
-	for i := 0; st.Requests == 0 || i < st.Requests+st.Warmup; i++ {
+	for i := range n + st.Warmup {
 		off := pacer.Next()
-		if i >= st.Warmup && st.Duration > 0 {
-			if measureStart < 0 {
-				measureStart = off
-			}
-			if off-measureStart >= st.Duration {
-				break
-			}
-		}
 		intended := start + int64(off)
 		rq, err := src.Next()
 		if err != nil {
