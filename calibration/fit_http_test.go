@@ -51,6 +51,11 @@ func TestFitRoundTripHTTP(t *testing.T) {
 	var report strings.Builder
 	fit.Print(&report)
 	t.Log("\n" + report.String())
+	if raceEnabled {
+		// The flow ran (records, reconstruction, fit) for the race detector;
+		// its slowed timings cannot be held to 10 %.
+		t.Skip("timing assertions need the mock and client at full speed")
+	}
 	e := fit.Engine
 	if e == nil {
 		t.Fatalf("no engine fit: %v", fit.EngineErr)
