@@ -70,7 +70,8 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 	for _, s := range steps {
 		maxConns = max(maxConns, s.Concurrency, s.MaxInFlight)
 		if s.Rate > 0 && s.MaxInFlight == 0 {
-			maxConns = max(maxConns, 1024)
+			// In flight = rate × latency: room for latencies up to 10 s.
+			maxConns = max(maxConns, 1024, int(s.Rate*10))
 		}
 	}
 	clients := map[string]*client{}
