@@ -52,9 +52,14 @@ type Anomaly struct {
 
 // AnomalyOptions holds detection thresholds; the zero value uses defaults.
 type AnomalyOptions struct {
-	PacingTolerance float64 // ±share of the median gap counted as "the same value"; default 0.01
-	PacingShare     float64 // share of gaps within tolerance that means pacing; default 0.9
-	PacingMinGaps   int     // gaps needed before judging pacing; default 50
+	// PacingMaxSpread: chunk gaps whose robust spread (1.4826 × median
+	// absolute deviation, relative to the median: the CV a normal
+	// distribution would have) is at most this come at one fixed interval.
+	// Default 0.05: an engine's inter-token gaps vary by tens of percent
+	// with batch composition, while a re-timing gateway's ticks vary only
+	// by the client's own scheduling noise.
+	PacingMaxSpread float64
+	PacingMinGaps   int // gaps needed before judging pacing; default 50
 	StallFactor     float64 // a stall is a gap > StallFactor × median gap…; default 10
 	StallMinMS      float64 // …and > StallMinMS; default 50
 	LateShare       float64 // first token − first byte > LateShare × TTFT…; default 0.5
@@ -67,8 +72,7 @@ func (o AnomalyOptions) withDefaults() AnomalyOptions {
 			*v = d
 		}
 	}
-	def(&o.PacingTolerance, 0.01)
-	def(&o.PacingShare, 0.9)
+	def(&o.PacingMaxSpread, 0.05)
 	def(&o.StallFactor, 10)
 	def(&o.StallMinMS, 50)
 	def(&o.LateShare, 0.5)
@@ -123,11 +127,13 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 
 	// Fixed-interval pacing.
 	if len(gaps) >= o.PacingMinGaps && med > 0 {
-		lo, hi := med*(1-o.PacingTolerance), med*(1+o.PacingTolerance)
-		in := sort.SearchFloat64s(gaps, lo)
-		out2 := sort.Search(len(gaps), func(i int) bool { return gaps[i] > hi })
-		share := float64(out2-in) / float64(len(gaps))
-		if share >= o.PacingShare {
+		dev := make([]float64, len(gaps))
+		for i, g := range gaps {
+			dev[i] = math.Abs(g - med)
+		}
+		sort.Float64s(dev)
+		spread := 1.4826 * Percentile(dev, 50) / med
+		if spread <= o.PacingMaxSpread {
 			n := 0
 			for _, s := range ss {
 				if len(s.ChunkGapsNS) > 0 {
@@ -135,8 +141,8 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 				}
 			}
 			add(AnomalyPacing, n, med, "ms", fmt.Sprintf(
-				"%.0f%% of %d chunk gaps within ±%.0f%% of %.2f ms: output arrives at a fixed interval",
-				share*100, len(gaps), o.PacingTolerance*100, med))
+				"%d chunk gaps sit at %.2f ms with a robust spread of %.1f %%: output arrives on a fixed tick, not as the engine produces it",
+				len(gaps), med, spread*100))
 		}
 	}
 
