@@ -59,7 +59,7 @@ type AnomalyOptions struct {
 	// with batch composition, while a re-timing gateway's ticks vary only
 	// by the client's own scheduling noise.
 	PacingMaxSpread float64
-	PacingMinGaps   int // gaps needed before judging pacing; default 50
+	PacingMinGaps   int     // gaps needed before judging pacing; default 50
 	StallFactor     float64 // a stall is a gap > StallFactor × median gap…; default 10
 	StallMinMS      float64 // …and > StallMinMS; default 50
 	LateShare       float64 // first token − first byte > LateShare × TTFT…; default 0.5
