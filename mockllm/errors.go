@@ -78,6 +78,6 @@ func writeAPIError(w http.ResponseWriter, api string, e *apiError) {
 		body, _ = json.Marshal(openAIErrorBody{Error: openAIError{Message: e.message, Type: e.typ, Param: e.param, Code: e.code}})
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(e.status)
+	w.WriteHeader(statusFor(api, e))
 	w.Write(body)
 }

@@ -38,7 +38,8 @@ func (s *Server) generate(api string, tgiStream bool) gin.HandlerFunc {
 	}
 }
 
-// statusFor is the status writeAPIError will use.
+// statusFor is the status of e on api: TGI answers validation errors with
+// 422 where vLLM uses 400.
 func statusFor(api string, e *apiError) int {
 	if api == apiTGI && e.status == http.StatusBadRequest {
 		return http.StatusUnprocessableEntity

@@ -198,6 +198,10 @@ func decodeTGI(body []byte, lim limitsForDecode) (job, *apiError) {
 	if mt := r.Parameters.MaxNewTokens; mt != nil && *mt <= 0 {
 		return job{}, badRequest("max_new_tokens", fmt.Sprintf("Input validation error: `max_new_tokens` must be strictly positive, got %d", *mt))
 	}
+	if mt, ml := r.Parameters.MaxNewTokens, lim.maxModelLen; mt != nil && ml > 0 && j.promptTokens+*mt > ml {
+		return job{}, badRequest("max_new_tokens", fmt.Sprintf("Input validation error: `inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`",
+			ml, j.promptTokens, *mt))
+	}
 	// TGI generates until EOS or max_new_tokens, like ignore_eos=false.
 	e := resolve(&j, lim, r.Parameters.MaxNewTokens, tgiDefaultMaxNewTokens, 0, false, r.Parameters.Seed, h.sum())
 	return j, e

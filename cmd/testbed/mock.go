@@ -29,9 +29,9 @@ type mockFlags struct {
 	grace                        time.Duration
 
 	ttft, itl, startupDelay, coldStart, idleTimeout time.Duration
-	maxNumSeqs, maxModelLen, maxWaiting              int
-	jitter                                           string
-	jitterCV                                         float64
+	maxNumSeqs, maxModelLen, maxWaiting             int
+	jitter                                          string
+	jitterCV                                        float64
 
 	rpm, tpm, maxConcurrency int
 	answerMin, answerMax     int
