@@ -210,10 +210,12 @@ type Report struct {
 	Levels  []Level `json:"levels"`
 	Ceiling Ceiling `json:"ceiling"`
 	// Mock says where the mock ran; in-process it shared the CPU with the client.
-	Mock     string    `json:"mock"`
-	Sentence string    `json:"sentence"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end"`
+	Mock     string `json:"mock"`
+	Sentence string `json:"sentence"`
+	// Interrupted is set when the run was stopped (Ctrl-C) before its ladders ended.
+	Interrupted bool      `json:"interrupted,omitempty"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
 }
 
 // Calibrate runs the ladders against the mock and compares every client
@@ -269,6 +271,9 @@ func Calibrate(ctx context.Context, cfg Config) (*Report, error) {
 				r = l.rates[i]
 			}
 			lv, err := runLevel(ctx, cfg, url, truth, mon, c, r)
+			if ctx.Err() != nil {
+				break // an interrupted level is incomplete: not reported
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -280,23 +285,29 @@ func Calibrate(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("calibrate: interrupted: %w", err)
-	}
+	// An interrupted calibration still writes what it measured, marked so.
+	rep.Interrupted = ctx.Err() != nil
 	rep.Ceiling = ceiling(cfg, rep.Levels)
 	rep.Sentence = rep.sentence(cfg)
+	if rep.Interrupted {
+		rep.Sentence = "interrupted before the ladders ended: " + rep.Sentence
+	}
 	rep.End = time.Now()
+	var errs []error
 	if err := mon.Stop(); err != nil {
-		return rep, err
+		errs = append(errs, err)
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(cfg.OutDir, "calibration.json"), append(b, '\n'), 0o644)
+	}
 	if err != nil {
-		return rep, fmt.Errorf("calibrate: %w", err)
+		errs = append(errs, fmt.Errorf("calibrate: %w", err))
 	}
-	if err := os.WriteFile(filepath.Join(cfg.OutDir, "calibration.json"), append(b, '\n'), 0o644); err != nil {
-		return rep, fmt.Errorf("calibrate: %w", err)
+	if rep.Interrupted {
+		errs = append(errs, fmt.Errorf("calibrate: interrupted: %w", ctx.Err()))
 	}
-	return rep, nil
+	return rep, errors.Join(errs...)
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +226,51 @@ func TestCompare(t *testing.T) {
 	if lv.ImpossibleTT != 1 {
 		t.Errorf("client TTFT below server's not flagged: %+v", lv)
 	}
+}
+
+// Ctrl-C during a level: the levels finished before it are still written,
+// marked interrupted, and the error says so.
+func TestCalibrateInterrupted(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.Concurrency, cfg.Rates = []int{1, 2}, []float64{}
+	cfg.StepDuration = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	var log lockedLog
+	cfg.Log = &log
+	go func() {
+		// Cancel once the first level has been reported.
+		for !strings.Contains(log.String(), "c=1 ") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	rep, err := Calibrate(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("err = %v, want interrupted", err)
+	}
+	if rep == nil || !rep.Interrupted || len(rep.Levels) != 1 || rep.Levels[0].Concurrency != 1 {
+		t.Fatalf("report %+v, want the first level only, marked interrupted", rep)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "calibration.json"))
+	if err != nil || !strings.Contains(string(b), `"interrupted": true`) {
+		t.Errorf("calibration.json: %v\n%s", err, b)
+	}
+}
+
+// lockedLog is a log writer safe for the calibration and the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
