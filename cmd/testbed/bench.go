@@ -112,9 +112,16 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	fs.Var(durationFlag{&p.SLO.E2E}, "slo-e2e", "goodput SLO on end-to-end latency")
 	fs.Var(durationFlag{&p.Timeouts.Request}, "timeout", "whole-request timeout (default 10m)")
 	out := fs.String("o", "", "results directory (default results/bench-<time>)")
+	var sf scenarioFlags // scenario_flags.go
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return p, "", errUsage
 	}
+	scen, err := sf.scenarios()
+	if err != nil {
+		return p, "", err
+	}
+	p.Scenarios = scen
 	if fs.NArg() > 0 {
 		return p, "", fmt.Errorf("bench takes no arguments, got %q: %w", fs.Args(), errUsage)
 	}
@@ -130,7 +137,7 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 			p.Dataset.OutputTokens = harness.Dist{}
 		}
 	}
-	if len(conc) == 0 && len(rates) == 0 {
+	if len(conc) == 0 && len(rates) == 0 && scen == nil {
 		conc = intList{1}
 	}
 	if p.Load.Requests == 0 && p.Load.Duration == 0 {
