@@ -89,10 +89,13 @@ func WithSockets(on bool) Option { return func(m *Monitor) { m.sockets = on } }
 // Verdict is the monitor's judgement of one step, also written to
 // client.jsonl (kind "step").
 type Verdict struct {
-	Kind     string  `json:"kind"` // always "step"
-	Step     string  `json:"step"`
-	Duration float64 `json:"duration_s"`
-	Cores    float64 `json:"available_cores"`
+	Kind string `json:"kind"` // always "step"
+	Step string `json:"step"`
+	// StepIndex is the harness's step index (summary.json "step"); -1 for
+	// steps begun with Begin rather than the harness hook.
+	StepIndex int     `json:"step_index"`
+	Duration  float64 `json:"duration_s"`
+	Cores     float64 `json:"available_cores"`
 	// CPUPercent is the mean process CPU over the step, 100 = one core.
 	CPUPercent float64 `json:"process_cpu_percent"`
 	// CPUOfAvailable is CPUPercent over the available cores, 0..100.
@@ -296,12 +299,17 @@ func (m *Monitor) Begin(name string) {
 // schedule lag p99 for the step, or LagUnknown. Ending a step that was never
 // begun returns a verdict with no figures and ClientBound false.
 func (m *Monitor) End(name string, scheduleLagP99 time.Duration) Verdict {
+	return m.end(name, -1, scheduleLagP99)
+}
+
+func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) Verdict {
 	m.mu.Lock()
 	acc := m.steps[name]
 	m.mu.Unlock()
 	if acc == nil {
-		return Verdict{Kind: "step", Step: name, ScheduleLagP99MS: -1}
+		return Verdict{Kind: "step", Step: name, StepIndex: index, ScheduleLagP99MS: -1}
 	}
+	acc.v.StepIndex = index
 	cpuEnd, ok := processCPU()
 	m.sampleNow() // the last interval belongs to this step
 

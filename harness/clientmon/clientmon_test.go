@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -257,5 +258,47 @@ func TestHarnessHook(t *testing.T) {
 	}
 	if vs := m.Verdicts(); len(vs) != 1 || vs[0].Step != "3 mock r=50" {
 		t.Fatalf("verdicts %+v, want one for step \"3 mock r=50\"", vs)
+	}
+}
+
+// What a Monitor writes, ReadFile reads back unchanged (encode/decode round
+// trip), with the harness's step index on each verdict.
+func TestReadFileRoundTrip(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "client.jsonl")
+	m, err := New(WithFile(path), WithInterval(10*time.Millisecond), WithMaxSchedLatency(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []int{1, 8} {
+		s := harness.StepInfo{Index: i, Target: "mock", Concurrency: c}
+		m.StepStarted(s)
+		time.Sleep(30 * time.Millisecond)
+		s.ScheduleLagP99 = time.Duration(i) * 2 * time.Millisecond
+		m.StepEnded(s)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	samples, verdicts, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(verdicts, m.Verdicts()) {
+		t.Errorf("read verdicts differ:\n got %+v\nwant %+v", verdicts, m.Verdicts())
+	}
+	if len(verdicts) != 2 || verdicts[1].StepIndex != 1 || !verdicts[1].ClientBound || verdicts[0].ClientBound {
+		t.Errorf("verdicts %+v: want step 1 bound by its 2 ms lag, step 0 not", verdicts)
+	}
+	if len(samples) < 4 {
+		t.Errorf("%d samples", len(samples))
+	}
+	// A foreign line is an error naming it.
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"kind":"sample"}`+"\n"+`{"kind":"gpu"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("ReadFile(bad) = %v, want an error at line 2", err)
 	}
 }

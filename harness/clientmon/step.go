@@ -24,6 +24,6 @@ func (m *Monitor) StepStarted(s harness.StepInfo) { m.Begin(StepLabel(s)) }
 
 // StepEnded judges a harness step, with the harness's schedule lag p99.
 func (m *Monitor) StepEnded(s harness.StepInfo) (clientBound bool, reason string) {
-	v := m.End(StepLabel(s), s.ScheduleLagP99)
+	v := m.end(StepLabel(s), s.Index, s.ScheduleLagP99)
 	return v.ClientBound, v.Reason()
 }
