@@ -57,6 +57,9 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
+	if err := calibrateContext(ctx, &plan); err != nil { // scenario_calibrate.go: long-context prompts sized for the server's tokenizer
+		return nil, err
+	}
 	steps := plan.Steps()
 	var prompts []Prompt
 	if plan.Dataset.Prompts != "" {

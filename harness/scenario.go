@@ -56,14 +56,24 @@ type ColdStartScenario struct {
 
 // LongContextScenario runs one step per input length bucket with short
 // outputs, so TTFT (prefill) is what differs. Prompts have exactly the
-// bucket's length for the mock's tokenizer; a real server reports its own
-// count in prompt_tokens, which the report uses as the bucket's length.
+// bucket's length for the mock's tokenizer. For a real server, Calibrate
+// measures its tokenizer first (scenario_calibrate.go) and sizes prompts
+// so the server counts the bucket's tokens; either way the report labels
+// buckets with the prompt_tokens the server reported.
 type LongContextScenario struct {
 	Buckets      []int `yaml:"buckets,omitempty" json:"buckets"`             // input tokens; default 2K, 4K, 8K, 16K, 32K
 	Requests     int   `yaml:"requests,omitempty" json:"requests"`           // per bucket; default 30
 	OutputTokens int   `yaml:"output_tokens,omitempty" json:"output_tokens"` // default 32
 	Concurrency  int   `yaml:"concurrency,omitempty" json:"concurrency"`     // default 1
 	Warmup       int   `yaml:"warmup,omitempty" json:"warmup"`               // per bucket; default 1
+	// Calibrate probes the first target before the run for its prompt
+	// tokens per word (Scale) and template overhead (Overhead).
+	Calibrate bool `yaml:"calibrate,omitempty" json:"calibrate,omitempty"`
+	// Scale and Overhead map words to server tokens: tokens = Overhead +
+	// Scale × words. Set by Calibrate (and kept in run.json, so a rerun
+	// sends the same text), or by hand; 0 means one token per word.
+	Scale    float64 `yaml:"scale,omitempty" json:"scale,omitempty"`
+	Overhead float64 `yaml:"overhead,omitempty" json:"overhead,omitempty"`
 }
 
 // PairScenario runs the same load twice, changing one thing: streaming on
@@ -156,6 +166,9 @@ func (s *Scenarios) problem() string {
 		neg("long_context.output_tokens", c.OutputTokens)
 		neg("long_context.concurrency", c.Concurrency)
 		neg("long_context.warmup", c.Warmup)
+		if c.Scale < 0 {
+			bad = append(bad, fmt.Sprintf("long_context.scale: %v is negative", c.Scale))
+		}
 	}
 	for name, c := range map[string]*PairScenario{"streaming": s.Streaming, "connection": s.Connection} {
 		if c != nil {
@@ -194,7 +207,7 @@ func (s *Scenarios) steps() []StepSpec {
 		w := c.Warmup
 		for _, b := range c.Buckets {
 			out = append(out, StepSpec{Scenario: ScenarioLongContext, Concurrency: c.Concurrency, Requests: c.Requests,
-				Warmup: &w, InputTokens: fixed(b), OutputTokens: fixed(c.OutputTokens)})
+				Warmup: &w, InputTokens: fixed(c.bucketWords(b)), OutputTokens: fixed(c.OutputTokens)})
 		}
 	}
 	if c := s.Streaming; c != nil {

@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"testbed/harness"
 	"testbed/mockllm"
 	"testbed/mockllm/engine"
+	"testbed/mockllm/tokens"
 )
 
 func TestScenarioExpansion(t *testing.T) {
@@ -135,5 +137,47 @@ func TestColdStartScenario(t *testing.T) {
 	}
 	if warm.TTFT.Max >= ms(prof.TTFT+coldCost) {
 		t.Errorf("warm TTFT max %.1f ms: a warm request paid the cold start", warm.TTFT.Max)
+	}
+}
+
+// TestLongContextCalibration sizes long-context prompts from the server's
+// own prompt_tokens: against the mock, whose chat template adds a fixed
+// overhead, calibrated buckets arrive at exactly the bucket's token count,
+// where uncalibrated ones arrive that overhead above it.
+func TestLongContextCalibration(t *testing.T) {
+	t.Parallel()
+	_, srv := fixedMock(t, time.Millisecond, time.Millisecond)
+	buckets := []int{512, 1024}
+	for _, calibrate := range []bool{false, true} {
+		p := basePlan(srv.URL)
+		p.IgnoreEOS = true
+		p.Scenarios = &harness.Scenarios{LongContext: &harness.LongContextScenario{
+			Buckets: buckets, Requests: 2, OutputTokens: 2, Calibrate: calibrate}}
+		dir := t.TempDir()
+		res, err := harness.Run(context.Background(), p, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := res.Info.Plan.Scenarios.LongContext
+		for _, r := range recs {
+			want := buckets[0]
+			if r.Step == 1 {
+				want = buckets[1]
+			}
+			if !calibrate {
+				want += tokens.ChatTemplateOverhead // the mock's template on top of the words
+			}
+			if r.NIn != want {
+				t.Errorf("calibrate=%v step %d: prompt_tokens %d, want %d (scale %v, overhead %v)", calibrate, r.Step, r.NIn, want, lc.Scale, lc.Overhead)
+			}
+		}
+		// The measured mapping is kept in run.json for reruns.
+		if calibrate && (lc.Scale != 1 || lc.Overhead != tokens.ChatTemplateOverhead) {
+			t.Errorf("calibrated scale %v overhead %v, want 1 and %d", lc.Scale, lc.Overhead, tokens.ChatTemplateOverhead)
+		}
 	}
 }
