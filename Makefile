@@ -44,5 +44,11 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# The mock's load benchmark: 2,000 streams at ITL 20 ms through a real TCP
+# listener; reports tokens/s and emission-lateness percentiles. One run
+# (-benchtime 1x) is one full ramp-steady-drain scenario.
+bench:
+	$(GO) test -run '^$$' -bench 'BenchmarkStreams' -benchtime 1x -timeout 10m ./mockllm/
+
 clean:
 	rm -rf bin results

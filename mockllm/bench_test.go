@@ -1,0 +1,209 @@
+package mockllm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"testbed/mockllm/engine"
+)
+
+// BenchmarkStreams holds 2,000 concurrent streams at ITL 20 ms (100,000
+// tokens/s) against a real TCP listener, and reports the emission lateness
+// (write+flush end minus scheduled due time) and the token rate measured
+// while every stream is open. Arrivals are spread uniformly over the first
+// second, as independent clients arrive; the client is a raw socket reader
+// so it costs as little CPU as possible. Run it with `make bench`.
+func BenchmarkStreams(b *testing.B) {
+	for _, streams := range []int{2000} {
+		b.Run(fmt.Sprintf("streams=%d/itl=20ms", streams), func(b *testing.B) {
+			for b.Loop() {
+				benchStreams(b, streams, 20*time.Millisecond, 250)
+			}
+		})
+	}
+}
+
+func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
+	const ramp = time.Second
+	ttft := itl
+	p, err := engine.Preset("ideal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.TTFT, p.ITL = ttft, itl
+	s, err := New(WithProfile(p), WithSeed(1), WithTruthCapacity(streams))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.MaxHeaderBytes = 1 << 14
+	ts.Start()
+	defer ts.Close()
+	addr := ts.Listener.Addr().String()
+
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, tokensPer)
+	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	offsets := make([]time.Duration, streams)
+	for i := range offsets {
+		offsets[i] = time.Duration(rng.Int64N(int64(ramp)))
+	}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(offsets[i])))
+			if err := rawStream(addr, req); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	// Steady state: every stream has started and none has finished.
+	steadyFrom := start.Add(ramp + ttft + itl)
+	steadyTo := start.Add(ttft + time.Duration(tokensPer-1)*itl - 2*itl)
+	if !steadyTo.After(steadyFrom) {
+		b.Fatalf("no steady window: streams too short for the ramp")
+	}
+	time.Sleep(time.Until(steadyFrom))
+	lat0, tok0 := benchSnapshot(b, s)
+	t0 := time.Now()
+	time.Sleep(time.Until(steadyTo))
+	lat1, tok1 := benchSnapshot(b, s)
+	window := time.Since(t0)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d streams failed", n, streams)
+	}
+	late := diffBuckets(lat1, lat0)
+	b.ReportMetric(float64(streams), "streams")
+	b.ReportMetric((tok1-tok0)/window.Seconds(), "tokens/s")
+	b.ReportMetric(late.quantile(0.50)*1e3, "lateness-p50-ms")
+	b.ReportMetric(late.quantile(0.99)*1e3, "lateness-p99-ms")
+	b.ReportMetric(late.quantile(0.999)*1e3, "lateness-p99.9-ms")
+	b.ReportMetric(100*late.fractionAbove(0.001), "%late>1ms")
+}
+
+// rawStream sends one request on a fresh connection and reads until the
+// stream's [DONE], without parsing: the cheapest possible client.
+func rawStream(addr string, req []byte) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	buf := make([]byte, 16<<10)
+	done := []byte("data: [DONE]")
+	var tail []byte
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			if bytes.Contains(chunk, done) || bytes.Contains(append(tail, chunk[:min(len(chunk), len(done))]...), done) {
+				return nil
+			}
+			tail = append(tail[:0], chunk[max(0, n-len(done)):]...)
+		}
+		if err != nil {
+			if err == io.EOF {
+				return fmt.Errorf("stream ended before [DONE]")
+			}
+			return err
+		}
+	}
+}
+
+// buckets is a cumulative histogram snapshot.
+type buckets struct {
+	upper []float64
+	cum   []float64
+	count float64
+}
+
+func benchSnapshot(b *testing.B, s *Server) (buckets, float64) {
+	mfs, err := s.Gatherer().Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var hb buckets
+	var toks float64
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "testbed_mock_emission_lateness_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			hb = fromHistogram(h)
+		case "vllm:generation_tokens_total":
+			toks = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return hb, toks
+}
+
+func fromHistogram(h *dto.Histogram) buckets {
+	var hb buckets
+	for _, bk := range h.GetBucket() {
+		hb.upper = append(hb.upper, bk.GetUpperBound())
+		hb.cum = append(hb.cum, float64(bk.GetCumulativeCount()))
+	}
+	hb.count = float64(h.GetSampleCount())
+	return hb
+}
+
+func diffBuckets(a, b buckets) buckets {
+	d := buckets{upper: a.upper, cum: make([]float64, len(a.cum)), count: a.count - b.count}
+	for i := range a.cum {
+		d.cum[i] = a.cum[i]
+		if i < len(b.cum) {
+			d.cum[i] -= b.cum[i]
+		}
+	}
+	return d
+}
+
+// quantile interpolates linearly inside the bucket holding q; above the
+// last bound it returns that bound (a floor).
+func (h buckets) quantile(q float64) float64 {
+	if h.count == 0 {
+		return 0
+	}
+	rank := q * h.count
+	lowerBound, lowerCum := 0.0, 0.0
+	for i, c := range h.cum {
+		if c >= rank {
+			if c == lowerCum {
+				return h.upper[i]
+			}
+			return lowerBound + (h.upper[i]-lowerBound)*(rank-lowerCum)/(c-lowerCum)
+		}
+		lowerBound, lowerCum = h.upper[i], c
+	}
+	return h.upper[len(h.upper)-1]
+}
+
+// fractionAbove is the exact share of samples above bound, which must be a
+// bucket boundary.
+func (h buckets) fractionAbove(bound float64) float64 {
+	for i, u := range h.upper {
+		if u == bound {
+			return (h.count - h.cum[i]) / h.count
+		}
+	}
+	return -1
+}
