@@ -34,6 +34,11 @@ func TestAnomaliesFromMock(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			if raceEnabled && c.want == analysis.AnomalyPacing {
+				// Pacing is judged by a spread of a few percent in the gaps;
+				// under the race detector the client's own delays exceed it.
+				t.Skip("timing-precision check; run without -race")
+			}
 			p, err := engine.Preset("ideal")
 			if err != nil {
 				t.Fatal(err)
