@@ -65,11 +65,11 @@ func TestNetemAndSampleUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"netem"}, "--upstream is required"},                                           // nowhere to forward
-		{[]string{"netem", "--upstream", "127.0.0.1:1", "--bandwidth", "fast"}, ""},            // bad rate: flag error
+		{[]string{"netem"}, "--upstream is required"},                                            // nowhere to forward
+		{[]string{"netem", "--upstream", "127.0.0.1:1", "--bandwidth", "fast"}, ""},              // bad rate: flag error
 		{[]string{"netem", "--upstream", "127.0.0.1:1", "--reset-dir", "sideways"}, "reset-dir"}, // unknown direction
-		{[]string{"sample"}, "nothing to sample"},                                               // no source
-		{[]string{"sample", "--prometheus", "localhost:9400"}, ""},                              // no scheme: source error
+		{[]string{"sample"}, "nothing to sample"},                                                // no source
+		{[]string{"sample", "--prometheus", "localhost:9400"}, ""},                               // no scheme: source error
 	}
 	for _, c := range cases {
 		var out, errOut lockedBuffer
