@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -485,6 +486,10 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 			c.do(hard, rq, rec)
 			r.finish(rec)
 		})
+		// Let the new request run now: it waits in this P's run queue, and
+		// the pacer may be about to block the P in nanosleep for the next
+		// send, which would hold the request back until the sleep ends.
+		runtime.Gosched()
 	}
 	wg.Wait()
 }
