@@ -24,7 +24,7 @@ import (
 // second, as independent clients arrive; the client is a raw socket reader
 // so it costs as little CPU as possible. Run it with `make bench`.
 func BenchmarkStreams(b *testing.B) {
-	for _, streams := range []int{2000} {
+	for _, streams := range []int{50, 500, 2000} {
 		b.Run(fmt.Sprintf("streams=%d/itl=20ms", streams), func(b *testing.B) {
 			for b.Loop() {
 				benchStreams(b, streams, 20*time.Millisecond, 250)

@@ -28,6 +28,7 @@ type emitter struct {
 	arrival time.Time
 
 	timer     *time.Timer
+	wt        waiter // this stream's place on the precise waker
 	buf       []byte
 	head      []byte // chunk prefix up to and including `"choices":[`
 	headers   bool   // response headers written
@@ -52,7 +53,7 @@ const (
 
 func newEmitter(s *Server, c *gin.Context, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
 	e := &emitter{s: s, w: c.Writer, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
-		buf: make([]byte, 0, 1024)}
+		buf: make([]byte, 0, 1024), wt: waiter{ch: make(chan struct{}, 1), idx: -1}}
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
 	}
@@ -140,7 +141,8 @@ func (e *emitter) pace(due time.Time) time.Time {
 	return e.t0.Add(ticks * p)
 }
 
-// sleep waits until t on the emitter's one timer.
+// sleep waits until t: on the emitter's one timer, then, for the last
+// preciseWindow, on the server's precise waker when it has one.
 func (e *emitter) sleep(ctx context.Context, t time.Time) end {
 	d := time.Until(t)
 	if d <= 0 {
@@ -149,6 +151,23 @@ func (e *emitter) sleep(ctx context.Context, t time.Time) end {
 		}
 		return endNone
 	}
+	wk := e.s.waker
+	if wk == nil {
+		return e.timerSleep(ctx, d)
+	}
+	if d > preciseWindow {
+		if w := e.timerSleep(ctx, d-preciseWindow); w != endNone {
+			return w
+		}
+	}
+	e.wt.due = t
+	if !wk.wait(ctx, &e.wt) {
+		return e.why(ctx.Err())
+	}
+	return endNone
+}
+
+func (e *emitter) timerSleep(ctx context.Context, d time.Duration) end {
 	if e.timer == nil {
 		e.timer = time.NewTimer(d)
 	} else {

@@ -30,7 +30,7 @@ func goldenServer(t *testing.T, opts ...Option) *Server {
 	}
 	p.TTFT, p.ITL, p.MaxModelLen = 100*time.Millisecond, 20*time.Millisecond, 4096
 	wall := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	base := []Option{WithProfile(p), WithModel("llama-3-8b"), WithSeed(7), WithAnswerLength(3, 3),
+	base := []Option{WithPreciseTimers(false), WithProfile(p), WithModel("llama-3-8b"), WithSeed(7), WithAnswerLength(3, 3),
 		WithWallClock(func() time.Time { return wall })}
 	s, err := New(append(base, opts...)...)
 	if err != nil {

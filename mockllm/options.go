@@ -24,6 +24,7 @@ type config struct {
 	maxBody      int64
 	wallClock    func() time.Time
 	startupDelay *time.Duration
+	coarseTimers bool
 }
 
 // Defaults of New.
@@ -119,6 +120,16 @@ func WithWallClock(now func() time.Time) Option {
 // WithStartupDelay overrides the profile's StartupDelay.
 func WithStartupDelay(d time.Duration) Option {
 	return func(c *config) { c.startupDelay = &d }
+}
+
+// WithPreciseTimers turns the precise waker on (the default) or off. The
+// waker times the last 1.5 ms before each token with nanosleep on a
+// dedicated thread, because the Go runtime's own timers can fire up to a
+// millisecond late when the process is idle. Turn it off to run the server
+// inside a testing/synctest bubble, where only runtime timers follow the
+// virtual clock.
+func WithPreciseTimers(on bool) Option {
+	return func(c *config) { c.coarseTimers = !on }
 }
 
 // LimitConfig holds throttling limits. The zero value limits nothing.

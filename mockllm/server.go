@@ -40,6 +40,7 @@ type Server struct {
 	limiter *limiter
 	truth   *truthStore
 	metrics *metrics
+	waker   *waker // nil with WithPreciseTimers(false)
 	idSeq   atomic.Uint64
 	created func() int64
 
@@ -93,6 +94,9 @@ func New(opts ...Option) (*Server, error) {
 	s.created = func() int64 { return cfg.wallClock().Unix() }
 	s.metrics = newMetrics(s)
 	s.router = s.routes()
+	if !cfg.coarseTimers {
+		s.waker = newWaker()
+	}
 	return s, nil
 }
 
@@ -178,13 +182,17 @@ func (s *Server) Drain(ctx context.Context) error {
 }
 
 // Close ends every stream at once (with an error event), refuses new
-// requests and stops the scheduler. It does not wait for handlers.
+// requests and stops the scheduler and the precise waker's goroutine. It
+// does not wait for handlers.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
 	s.abortFn()
 	s.sched.Close()
+	if s.waker != nil {
+		s.waker.close()
+	}
 }
 
 // admit counts a request into the generation phase, unless draining.
