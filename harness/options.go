@@ -9,6 +9,7 @@ type runOptions struct {
 	monitors []StepMonitor
 	version  string
 	progress func(Progress)
+	start    time.Time // WithStart; zero: Run's own start
 	every    time.Duration
 }
 

@@ -32,6 +32,9 @@ type Plan struct {
 	SLO        SLO        `yaml:"slo,omitempty" json:"slo"`
 	Extra      []StepSpec `yaml:"steps,omitempty" json:"steps,omitempty"`
 	Scenarios  *Scenarios `yaml:"scenarios,omitempty" json:"scenarios,omitempty"` // scenario.go: cold start, long context, …
+	// Server-side sampling during the run (sampling.go).
+	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty" json:"server_metrics,omitempty"`
+	GPU           *GPUSampling   `yaml:"gpu,omitempty" json:"gpu,omitempty"`
 }
 
 // Target is one server under test.

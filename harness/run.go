@@ -69,7 +69,10 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 			return nil, err
 		}
 	}
-	t0 := time.Now()
+	t0 := o.start
+	if t0.IsZero() {
+		t0 = time.Now()
+	}
 	maxConns := 0
 	for _, s := range steps {
 		maxConns = max(maxConns, s.Concurrency, s.MaxInFlight)

@@ -88,9 +88,18 @@ func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show), harness.WithStepMonitor(mon)}, opts...)
+	// Server-side samplers share the records' clock (sampling.go).
+	t0 := time.Now()
+	stopSampling, err := startPlanSampling(plan, dir, t0, stderr)
+	if err != nil {
+		return errors.Join(err, mon.Stop())
+	}
+	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show), harness.WithStepMonitor(mon), harness.WithStart(t0)}, opts...)
 	res, err := harness.Run(ctx, plan, dir, opts...)
 	prog.clear()
+	if serr := stopSampling(); serr != nil {
+		err = errors.Join(err, serr)
+	}
 	if merr := mon.Stop(); merr != nil {
 		err = errors.Join(err, merr)
 	}
