@@ -114,6 +114,8 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	out := fs.String("o", "", "results directory (default results/bench-<time>)")
 	var sf scenarioFlags // scenario_flags.go
 	sf.register(fs)
+	var smp samplingFlags // sampling.go
+	smp.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return p, "", errUsage
 	}
@@ -122,6 +124,7 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 		return p, "", err
 	}
 	p.Scenarios = scen
+	smp.apply(&p)
 	if fs.NArg() > 0 {
 		return p, "", fmt.Errorf("bench takes no arguments, got %q: %w", fs.Args(), errUsage)
 	}

@@ -130,3 +130,25 @@ gpu: {nvml: true}
 		t.Errorf("run = %v, want the gpu.nvml error", err)
 	}
 }
+
+// TestBenchSamplingFlags: bench's --server-metrics and --nvml fill the
+// plan's sections.
+func TestBenchSamplingFlags(t *testing.T) {
+	t.Parallel()
+	p, _, err := benchPlan([]string{"--url", "http://127.0.0.1:8000", "--model", "m",
+		"--server-metrics", "http://127.0.0.1:8000/metrics", "--server-metrics", "http://127.0.0.1:9400/metrics",
+		"--nvml", "--sample-interval", "250ms"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ServerMetrics == nil || len(p.ServerMetrics.URLs) != 2 || p.ServerMetrics.Interval.D() != 250*time.Millisecond {
+		t.Errorf("server_metrics = %+v", p.ServerMetrics)
+	}
+	if p.GPU == nil || !p.GPU.NVML || p.GPU.Interval.D() != 250*time.Millisecond {
+		t.Errorf("gpu = %+v", p.GPU)
+	}
+	p, _, err = benchPlan([]string{"--url", "http://127.0.0.1:8000", "--model", "m"}, &bytes.Buffer{})
+	if err != nil || p.ServerMetrics != nil || p.GPU != nil {
+		t.Errorf("without flags: %+v %+v %v", p.ServerMetrics, p.GPU, err)
+	}
+}
