@@ -3,6 +3,7 @@ package netem
 import (
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +136,40 @@ func BenchmarkProxyThroughput(b *testing.B) {
 			b.ReportMetric(float64(n)/el.Seconds()/1e6, "MB/s_delivered")
 		})
 	}
+}
+
+// BenchmarkProxyLatency ping-pongs 64-byte messages through a proxy adding
+// 2 ms each way in front of an echo server and reports how far the round
+// trip exceeds the configured 4 ms (timer wake-up, scheduling, loopback).
+func BenchmarkProxyLatency(b *testing.B) {
+	const lat = 2 * time.Millisecond
+	p := startProxy(b, echoServer(b), Symmetric(Direction{Latency: lat}))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg, back := make([]byte, 64), make([]byte, 64)
+	excess := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			b.Fatal(err)
+		}
+		excess = append(excess, time.Since(start)-2*lat)
+	}
+	b.StopTimer()
+	slices.Sort(excess)
+	q := func(f float64) float64 { return float64(excess[int(f*float64(len(excess)-1))].Microseconds()) }
+	if excess[0] < 0 {
+		b.Fatalf("a round trip took %v less than the configured %v", -excess[0], 2*lat)
+	}
+	b.ReportMetric(q(0.5), "excess_p50_us")
+	b.ReportMetric(q(0.99), "excess_p99_us")
+	st := p.Stats()
+	b.ReportMetric(float64(st.Late1ms)/float64(max(st.Chunks, 1))*100, "late_over_1ms_%")
 }

@@ -20,6 +20,13 @@ type Stats struct {
 	BytesDown  int64 `json:"bytes_down"`  // delivered upstream → client
 	Resets     int64 `json:"resets"`      // connections reset by a fault
 	Stalls     int64 `json:"stalls"`      // chunks held back by a stall
+	// Chunks counts chunks delivered; Late1ms those written more than 1 ms
+	// after their delivery time, and MaxLateNS the worst such delay. They
+	// say how faithfully the configured delays were applied: a busy host
+	// wakes the delivering goroutines late.
+	Chunks    int64 `json:"chunks"`
+	Late1ms   int64 `json:"late_over_1ms"`
+	MaxLateNS int64 `json:"max_late_ns"`
 }
 
 // Proxy forwards TCP connections to an upstream, shaping both directions.
@@ -36,6 +43,7 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	accepted, active, dialErrs, up, down, resets, stalls atomic.Int64
+	chunks, late1ms, maxLate                             atomic.Int64
 }
 
 // New returns a proxy to upstream (host:port) applying cfg.
@@ -254,6 +262,12 @@ func (p *Proxy) deliver(pr *pair, dst net.Conn, q <-chan chunk, pool *sync.Pool,
 				return
 			}
 		}
+		p.chunks.Add(1)
+		if late := time.Since(ch.at); late > time.Millisecond {
+			p.late1ms.Add(1)
+			for cur := p.maxLate.Load(); int64(late) > cur && !p.maxLate.CompareAndSwap(cur, int64(late)); cur = p.maxLate.Load() {
+			}
+		}
 		if ch.n > 0 {
 			if _, err := dst.Write((*ch.buf)[:ch.n]); err != nil {
 				pool.Put(ch.buf)
@@ -282,6 +296,7 @@ func (p *Proxy) Stats() Stats {
 	return Stats{
 		Accepted: p.accepted.Load(), Active: p.active.Load(), DialErrors: p.dialErrs.Load(),
 		BytesUp: p.up.Load(), BytesDown: p.down.Load(), Resets: p.resets.Load(), Stalls: p.stalls.Load(),
+		Chunks: p.chunks.Load(), Late1ms: p.late1ms.Load(), MaxLateNS: p.maxLate.Load(),
 	}
 }
 
