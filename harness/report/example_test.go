@@ -2,7 +2,9 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"testbed/harness"
 	"testbed/harness/analysis"
+	"testbed/harness/clientmon"
 	"testbed/mockllm"
 	"testbed/mockllm/engine"
 )
@@ -32,8 +35,11 @@ func serveMock(t *testing.T, path string) string {
 }
 
 // runPlan runs the plan file at path with its targets pointed at urls (by
-// target name) and loads the results back.
-func runPlan(t *testing.T, path string, urls map[string]string) *Run {
+// target name), with the client self-monitor on, and loads the results
+// back. starved names the steps the monitor found client-bound: there the
+// numbers measure this machine, not the mocks, and timing-dependent
+// checks only log (the methodology's rule 16, applied to our own tests).
+func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved string) {
 	t.Helper()
 	plan, err := harness.LoadPlan(path)
 	if err != nil {
@@ -47,10 +53,18 @@ func runPlan(t *testing.T, path string, urls map[string]string) *Run {
 		plan.Targets[i].URL = u
 	}
 	dir := t.TempDir()
-	if _, err := harness.Run(context.Background(), plan, dir); err != nil {
+	mon, err := clientmon.New(clientmon.WithFile(filepath.Join(dir, ClientFile)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Load(dir, analysis.Options{})
+	_, err = harness.Run(context.Background(), plan, dir, harness.WithStepMonitor(mon))
+	if serr := mon.Stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = Load(dir, analysis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +74,33 @@ func runPlan(t *testing.T, path string, urls map[string]string) *Run {
 	if err := analysis.Write(dir, r.Analysis); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	var bound []string
+	n := 0
+	for _, s := range r.Summary.Steps {
+		if s.ClientBound {
+			if n++; n == 1 {
+				bound = append(bound, fmt.Sprintf("%s %s c=%d: %s", s.Target, s.Scenario, s.Concurrency, s.ClientBoundReason))
+			}
+		}
+	}
+	if n > 0 {
+		bound[0] = fmt.Sprintf("%d of %d steps client-bound, first %s", n, len(r.Summary.Steps), bound[0])
+	}
+	if raceEnabled {
+		bound = append(bound, "the race detector slows client and mock several-fold")
+	}
+	return r, strings.Join(bound, "; ")
+}
+
+// check fails the test on a timing-dependent finding, or only logs it when
+// the client was starved (see runPlan).
+func check(t *testing.T, starved string, format string, args ...any) {
+	t.Helper()
+	if starved != "" {
+		t.Logf("not failing, the client was the bottleneck (%s): "+format, append([]any{starved}, args...)...)
+		return
+	}
+	t.Errorf(format, args...)
 }
 
 // TestKneeExample runs the shipped examples/knee.yaml against the mock in
@@ -70,19 +110,21 @@ func TestKneeExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 7-step ladder in real time (about 12 s)")
 	}
-	t.Parallel()
+	// Not parallel: the example measures real time, and the other example
+	// running beside it would make this machine, not the mock, the limit.
 	prof, err := engine.LoadProfile("../../examples/knee-mock.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runPlan(t, "../../examples/knee.yaml", map[string]string{"mock": serveMock(t, "../../examples/knee-mock.yaml")})
+	r, starved := runPlan(t, "../../examples/knee.yaml", map[string]string{"mock": serveMock(t, "../../examples/knee-mock.yaml")})
 
 	if len(r.Analysis.Knees) != 1 {
 		t.Fatalf("knees: %+v", r.Analysis.Knees)
 	}
 	k := r.Analysis.Knees[0]
 	if k.ThroughputKnee == nil {
-		t.Fatalf("no throughput knee found: %+v", k)
+		check(t, starved, "no throughput knee found: %+v", k)
+		return
 	}
 	// The batch holds MaxNumSeqs sequences: past it, requests wait and
 	// throughput cannot grow. The ladder steps around 32 are 24 and 48,
@@ -91,7 +133,7 @@ func TestKneeExample(t *testing.T) {
 	slots := float64(prof.MaxNumSeqs)
 	t.Logf("throughput knee at %v (max_num_seqs %v), latency knee %v, best %v", *k.ThroughputKnee, slots, val(k.LatencyKnee), val(k.BestOperatingPoint))
 	if got := *k.ThroughputKnee; got < 24 || got > 48 {
-		t.Errorf("throughput knee at concurrency %v, want ≈ %v", got, slots)
+		check(t, starved, "throughput knee at concurrency %v, want ≈ %v", got, slots)
 	}
 	// Past the knee, throughput is bounded by the engine: one token per
 	// sequence per step, at most MaxNumSeqs sequences per decode step.

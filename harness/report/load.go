@@ -11,6 +11,7 @@ import (
 
 	"testbed/harness"
 	"testbed/harness/analysis"
+	"testbed/harness/clientmon"
 )
 
 // Run is one results directory, read back from its files.
@@ -89,9 +90,43 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		}
 	}
 	sort.SliceStable(r.Summary.Steps, func(i, j int) bool { return r.Summary.Steps[i].Step < r.Summary.Steps[j].Step })
+	if err := r.clientVerdicts(); err != nil {
+		r.Notes = append(r.Notes, err.Error())
+	}
 	if opts.SLO == (harness.SLO{}) {
 		opts.SLO = r.Info.Plan.SLO
 	}
 	r.Analysis = analysis.Analyze(r.Summary.Steps, r.Records, opts)
 	return r, nil
+}
+
+// ClientFile is where the self-monitor (harness/clientmon) writes its
+// samples and per-step verdicts, when the run had one.
+const ClientFile = "client.jsonl"
+
+// clientVerdicts restores client-bound flags from the self-monitor's file,
+// for steps summary.json did not flag (or when it is missing): a step the
+// monitor judged client-bound is reported as such either way.
+func (r *Run) clientVerdicts() error {
+	_, verdicts, err := clientmon.ReadFile(filepath.Join(r.Dir, ClientFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", ClientFile, err)
+	}
+	byStep := map[int]int{}
+	for i := range r.Summary.Steps {
+		byStep[r.Summary.Steps[i].Step] = i
+	}
+	for _, v := range verdicts {
+		i, ok := byStep[v.StepIndex]
+		if !ok || !v.ClientBound {
+			continue
+		}
+		if s := &r.Summary.Steps[i]; !s.ClientBound {
+			s.ClientBound, s.ClientBoundReason = true, v.Reason()
+		}
+	}
+	return nil
 }
