@@ -37,7 +37,9 @@ type verdict struct {
 func (s *shaper) schedule(t time.Time, n int) verdict {
 	var v verdict
 	if s.resetDone {
-		return verdict{deliver: s.lastDeliver, reset: true}
+		// The connection is gone: nothing passes. (The pipe stops reading
+		// at the first reset; this only keeps the verdict consistent.)
+		return verdict{deliver: maxTime(t, s.lastDeliver), reset: true}
 	}
 	v.pass = n
 	// Resets: after a byte count, or at random before this chunk.
@@ -111,4 +113,11 @@ func (s *shaper) afterStallWindow(t time.Time) time.Time {
 		return t.Add(s.d.StallFor - phase)
 	}
 	return t
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -108,3 +108,39 @@ func TestShaperJitter(t *testing.T) {
 		t.Errorf("delays span [%v, %v], want close to [%v, %v]", lo, hi, d.Latency-d.Jitter, d.Latency+d.Jitter)
 	}
 }
+
+// FuzzShaper checks the shaper's invariants over arbitrary directions and
+// read patterns: nothing is delivered before it was read, deliveries never
+// go back in time, no more bytes pass than were read, and after a reset
+// nothing more passes.
+func FuzzShaper(f *testing.F) {
+	f.Add(int64(ms(5)), int64(ms(2)), 1e4, 100, int64(ms(50)), int64(ms(5)), 0.1, int64(5000), 0.01, []byte{10, 200, 3, 90})
+	f.Add(int64(0), int64(ms(20)), 0.0, 0, int64(0), int64(0), 0.0, int64(0), 0.0, []byte{1, 1, 1})
+	f.Fuzz(func(t *testing.T, lat, jit int64, bw float64, burst int, every, stall int64, stallP float64, resetAfter int64, resetP float64, reads []byte) {
+		d := Direction{Latency: time.Duration(lat), Jitter: time.Duration(jit), Bandwidth: bw, Burst: burst,
+			StallEvery: time.Duration(every), StallFor: time.Duration(stall), StallProb: stallP, ResetAfter: resetAfter, ResetProb: resetP}
+		if (Config{Up: d}).Validate() != nil || d.Latency > time.Hour || d.Jitter > time.Hour || d.StallFor > time.Hour || (bw > 0 && bw < 1) {
+			return
+		}
+		s := newShaper(d, 3, t0)
+		at, prev := t0, t0
+		reset := false
+		var passed int64
+		for i, r := range reads {
+			at = at.Add(time.Duration(r) * time.Millisecond / 4)
+			n := int(r)*7 + 1
+			v := s.schedule(at, n)
+			if v.deliver.Before(at) || v.deliver.Before(prev) {
+				t.Fatalf("read %d at %v delivered at %v (previous %v)", i, at.Sub(t0), v.deliver.Sub(t0), prev.Sub(t0))
+			}
+			if v.pass < 0 || v.pass > n || (reset && v.pass != 0) {
+				t.Fatalf("read %d: pass %d of %d (reset before: %v)", i, v.pass, n, reset)
+			}
+			passed += int64(v.pass)
+			if d.ResetAfter > 0 && passed > d.ResetAfter {
+				t.Fatalf("%d bytes passed, reset after %d", passed, d.ResetAfter)
+			}
+			prev, reset = v.deliver, reset || v.reset
+		}
+	})
+}
