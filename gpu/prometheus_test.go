@@ -36,7 +36,7 @@ func newMock(t *testing.T, ttft, itl time.Duration) *httptest.Server {
 func chat(t *testing.T, base string, n int, stream bool) {
 	t.Helper()
 	body := `{"model":"m","messages":[{"role":"user","content":"hello there"}],"max_tokens":` +
-		strconv.Itoa(n) + `,"ignore_eos":true,"stream":` + map[bool]string{true: "true", false: "false"}[stream] + `}`
+		strconv.Itoa(n) + `,"ignore_eos":true,"stream":` + strconv.FormatBool(stream) + `}`
 	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
@@ -55,10 +55,11 @@ func TestPrometheusScrapesTheMock(t *testing.T) {
 	chat(t, ts.URL, 5, true)
 
 	cases := []struct {
-		name   string
-		opts   []PrometheusOption
-		want   map[string]float64 // series that must be present with these values
-		absent []string           // series that must not be kept
+		name     string
+		opts     []PrometheusOption
+		want     map[string]float64 // series that must be present with these values
+		positive []string           // series that must be present and above zero
+		absent   []string           // series that must not be kept
 	}{
 		// The default set keeps vLLM's gauges and counters, and _sum/_count of
 		// the latency histograms, but neither the mock's own families nor buckets.
@@ -68,13 +69,14 @@ func TestPrometheusScrapesTheMock(t *testing.T) {
 			`vllm:num_requests_waiting{model_name="m"}`:              0,
 			`vllm:time_to_first_token_seconds_count{model_name="m"}`: 2,
 			`vllm:e2e_request_latency_seconds_count{model_name="m"}`: 2,
-		}, []string{"testbed_mock_emission_lateness_seconds_count", `vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`}},
+		}, []string{`vllm:prompt_tokens_total{model_name="m"}`, `vllm:e2e_request_latency_seconds_sum{model_name="m"}`},
+			[]string{"testbed_mock_emission_lateness_seconds_count", `vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`}},
 		// A prefix pattern with buckets keeps exactly that family's series.
 		{"prefix with buckets", []PrometheusOption{WithSeries("vllm:time_to_first*"), WithBuckets(true)}, map[string]float64{
 			`vllm:time_to_first_token_seconds_count{model_name="m"}`:             2,
 			`vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}`:  2,
 			`vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`: 0,
-		}, []string{`vllm:generation_tokens_total{model_name="m"}`}},
+		}, nil, []string{`vllm:generation_tokens_total{model_name="m"}`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,9 +99,9 @@ func TestPrometheusScrapesTheMock(t *testing.T) {
 					t.Errorf("%s kept, want it filtered out", k)
 				}
 			}
-			if s.Metrics[`vllm:prompt_tokens_total{model_name="m"}`] <= 0 {
-				if c.opts == nil {
-					t.Errorf("prompt tokens counter missing or zero: %v", s.Metrics)
+			for _, k := range c.positive {
+				if s.Metrics[k] <= 0 {
+					t.Errorf("%s = %v, want > 0", k, s.Metrics[k])
 				}
 			}
 		})
