@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -206,4 +207,51 @@ func (h buckets) fractionAbove(bound float64) float64 {
 		}
 	}
 	return -1
+}
+
+// discardWriter is a flushing http.ResponseWriter that keeps nothing.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Flush()                      {}
+
+// hotEmitter is an emitter of a chat stream long enough for any benchmark.
+func hotEmitter(tb testing.TB, api string) *emitter {
+	s, err := New(WithSeed(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	j := &job{api: api, model: "m", stream: true, outTokens: 1 << 30, maxTokens: 1 << 30, finish: finishLength, textSeed: 9}
+	tr := &Truth{ID: "hot"}
+	e := newEmitter(s, &discardWriter{h: http.Header{}}, j, faultPlan{}, nil, tr, time.Now())
+	e.tr.TokenNS = make([]int64, 0, 1<<20)
+	return e
+}
+
+// TestEmitDoesNotAllocate guards the per-token path: chunk assembly, write,
+// truth and metrics, for every API. Not parallel: AllocsPerRun counts the
+// whole process.
+func TestEmitDoesNotAllocate(t *testing.T) {
+	for _, api := range []string{apiChat, apiCompletions, apiTGI} {
+		e := hotEmitter(t, api)
+		e.emit(1, time.Now()) // the first chunk carries the role chunk
+		if allocs := testing.AllocsPerRun(1000, func() { e.emit(1, time.Now()) }); allocs != 0 {
+			t.Errorf("%s: emit allocates %.1f times per token", api, allocs)
+		}
+	}
+}
+
+// BenchmarkEmit is the CPU cost of one token chunk without the network.
+func BenchmarkEmit(b *testing.B) {
+	e := hotEmitter(b, apiChat)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.emit(1, time.Now())
+		if len(e.tr.TokenNS) == cap(e.tr.TokenNS) {
+			e.tr.TokenNS = e.tr.TokenNS[:0]
+		}
+	}
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"testbed/mockllm/engine"
 	"testbed/mockllm/tokens"
 )
@@ -20,7 +18,7 @@ import (
 // per request.
 type emitter struct {
 	s       *Server
-	w       gin.ResponseWriter
+	w       flushWriter
 	j       *job
 	plan    faultPlan
 	st      engine.Stream
@@ -41,6 +39,13 @@ type emitter struct {
 	dequeued  time.Time
 }
 
+// flushWriter is what an emitter writes to: gin's writer in the server,
+// anything that flushes in benchmarks.
+type flushWriter interface {
+	http.ResponseWriter
+	http.Flusher
+}
+
 // end says why emission stopped.
 type end int
 
@@ -51,8 +56,8 @@ const (
 	endShutdown            // Drain or Close ended the stream
 )
 
-func newEmitter(s *Server, c *gin.Context, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
-	e := &emitter{s: s, w: c.Writer, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
+func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
+	e := &emitter{s: s, w: w, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
 		buf: make([]byte, 0, 1024), wt: waiter{ch: make(chan struct{}, 1), idx: -1}}
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))

@@ -152,7 +152,7 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	}
 	defer st.Close()
 	s.metrics.promptTokens.Add(float64(j.promptTokens))
-	em := newEmitter(s, c, j, plan, st, &tr, arrival)
+	em := newEmitter(s, c.Writer, j, plan, st, &tr, arrival)
 	defer em.stop()
 	if j.stream {
 		em.stream(ctx)
