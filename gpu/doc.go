@@ -19,6 +19,11 @@
 //   - Prometheus scrapes a /metrics endpoint — a DCGM exporter on a remote GPU
 //     host, vLLM or TGI — and keeps a configured set of series.
 //
+// For a GPU host without a DCGM exporter, NewAgent serves NVML readings
+// as Prometheus metrics under DCGM's names and units (`testbed gpu-agent`),
+// so the harness samples a remote GPU with a Prometheus source and the
+// default series, whichever exporter runs there.
+//
 // Sampling never blocks on the disk: readings go into a bounded buffer that a
 // separate loop writes out. When the buffer is full a reading is dropped and
 // counted; the count shows in Stats and in the next line written

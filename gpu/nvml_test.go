@@ -280,3 +280,30 @@ func TestSamplerWithNVML(t *testing.T) {
 		t.Error("second Stop returned an error")
 	}
 }
+
+// TestAgentOverNVMLMock: the agent in front of a DGX H100 mock, scraped
+// twice; GPM ratios appear from the second scrape.
+func TestAgentOverNVMLMock(t *testing.T) {
+	t.Parallel()
+	s := h100()
+	var g fakeGPM
+	g.install(s)
+	n, err := OpenNVML(WithNVMLLibrary(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	first := scrapeAgent(t, n)
+	second := scrapeAgent(t, n)
+	uuid := s.Devices[3].(*server.Device).UUID
+	l := `{UUID="` + uuid + `",gpu="3",modelName="NVIDIA H100 80GB HBM3"}`
+	if first["DCGM_FI_DEV_GPU_UTIL"+l] != 30 || first["DCGM_FI_DEV_FB_USED"+l] != 3072 || first["DCGM_FI_DEV_POWER_USAGE"+l] != 103 {
+		t.Errorf("device 3 first scrape: util %v, fb %v, power %v; want 30, 3072, 103", first["DCGM_FI_DEV_GPU_UTIL"+l], first["DCGM_FI_DEV_FB_USED"+l], first["DCGM_FI_DEV_POWER_USAGE"+l])
+	}
+	if _, ok := first["DCGM_FI_PROF_SM_ACTIVE"+l]; ok {
+		t.Error("GPM ratio on the first scrape")
+	}
+	if second["DCGM_FI_PROF_SM_ACTIVE"+l] != 0.1 || second["DCGM_FI_PROF_DRAM_ACTIVE"+l] != 0.555 {
+		t.Errorf("second scrape SM active %v, DRAM %v; want 0.1, 0.555", second["DCGM_FI_PROF_SM_ACTIVE"+l], second["DCGM_FI_PROF_DRAM_ACTIVE"+l])
+	}
+}

@@ -135,3 +135,16 @@ func TestSampleNVMLUnavailable(t *testing.T) {
 		t.Errorf("sample --nvml: %v", err)
 	}
 }
+
+// TestGPUAgentNeedsNVML: without NVML the agent refuses to start, saying why.
+func TestGPUAgentNeedsNVML(t *testing.T) {
+	t.Parallel()
+	if n, err := gpu.OpenNVML(); err == nil {
+		n.Close()
+		t.Skip("this host has NVML")
+	}
+	err := run(context.Background(), []string{"gpu-agent", "--addr", "127.0.0.1:0"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "NVML not available") {
+		t.Errorf("gpu-agent: %v", err)
+	}
+}

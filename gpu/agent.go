@@ -1,0 +1,109 @@
+package gpu
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The agent exports device readings under the DCGM exporter's names and
+// units, so a harness on another host scrapes it with a Prometheus source
+// and DefaultSeries, exactly as it would a DCGM exporter.
+var agentMetrics = []struct {
+	name, help string
+	value      func(d Device) (float64, bool)
+}{
+	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time a kernel ran (NVML).", func(d Device) (float64, bool) { return f(d.UtilPercent) }},
+	{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %) (NVML).", func(d Device) (float64, bool) { return f(d.MemUtilPercent) }},
+	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB) (NVML).", func(d Device) (float64, bool) { return mib(d.MemUsedBytes) }},
+	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB) (NVML).", func(d Device) (float64, bool) {
+		if d.MemUsedBytes == nil || d.MemTotalBytes == nil {
+			return 0, false
+		}
+		return float64(*d.MemTotalBytes-*d.MemUsedBytes) / (1 << 20), true
+	}},
+	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W) (NVML).", func(d Device) (float64, bool) { return f(d.PowerW) }},
+	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C) (NVML).", func(d Device) (float64, bool) { return f(d.TempC) }},
+	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz) (NVML).", func(d Device) (float64, bool) { return f(d.SMClockMHz) }},
+	{"DCGM_FI_PROF_SM_ACTIVE", "Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.SMUtilPercent) }},
+	{"DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of warps resident on an SM, from NVML GPM SM_OCCUPANCY since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.SMOccupancyPercent) }},
+	{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of DRAM bandwidth used, from NVML GPM DRAM_BW_UTIL since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.DRAMBWUtilPercent) }},
+}
+
+func f(p *float64) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}
+
+func ratio(p *float64) (float64, bool) {
+	v, ok := f(p)
+	return v / 100, ok
+}
+
+func mib(p *uint64) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return float64(*p) / (1 << 20), true
+}
+
+// agentLabels are DCGM's device labels; all bounded by the device count.
+var agentLabels = []string{"gpu", "UUID", "modelName"}
+
+// deviceCollector reads a device Source on every scrape.
+type deviceCollector struct {
+	src     Source
+	timeout time.Duration
+	descs   []*prometheus.Desc
+	errDesc *prometheus.Desc
+	errors  prometheus.Counter
+}
+
+// NewAgent returns an http.Handler serving src's device readings (an NVML
+// source) as Prometheus metrics with DCGM exporter names, reading src once
+// per scrape (bounded by timeout). It is the small agent for a GPU host that
+// runs no DCGM exporter: `testbed gpu-agent` serves it, and the harness
+// scrapes it remotely. A failed reading is counted in
+// testbed_gpu_agent_read_errors_total and leaves the device metrics out of
+// that scrape rather than reporting zeros.
+func NewAgent(src Source, timeout time.Duration) http.Handler {
+	c := &deviceCollector{src: src, timeout: timeout,
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "testbed_gpu_agent_read_errors_total", Help: "Device readings that failed."}),
+	}
+	for _, m := range agentMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, agentLabels, nil))
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, c.errors)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	var s Sample
+	if err := c.src.Read(ctx, &s); err != nil {
+		c.errors.Inc()
+		return
+	}
+	for _, d := range s.Devices {
+		labels := []string{strconv.Itoa(d.Index), d.UUID, d.Name}
+		for i, m := range agentMetrics {
+			if v, ok := m.value(d); ok {
+				ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.GaugeValue, v, labels...)
+			}
+		}
+	}
+}
