@@ -18,14 +18,18 @@ import (
 // ends them; dropped readings are a warning on stderr, not a failed run.
 func startPlanSampling(plan harness.Plan, dir string, t0 time.Time, stderr io.Writer) (stop func() error, err error) {
 	var samplers []*gpu.Sampler
+	var files []string // output of each sampler
 	var closers []func() error
 	stop = func() error {
 		var errs []error
-		for _, s := range samplers {
+		for i, s := range samplers {
 			if err := s.Stop(); errors.Is(err, gpu.ErrDropped) {
 				fmt.Fprintln(stderr, "warning:", err)
 			} else if err != nil {
 				errs = append(errs, err)
+			}
+			if st := s.Stats(); st.Errors > 0 {
+				fmt.Fprintf(stderr, "warning: %d of %d readings failed; their errors are in %s\n", st.Errors, st.Samples, files[i])
 			}
 		}
 		for _, c := range closers {
@@ -53,7 +57,7 @@ func startPlanSampling(plan harness.Plan, dir string, t0 time.Time, stderr io.Wr
 		if err != nil {
 			return fail(fmt.Errorf("server_metrics: %w", err))
 		}
-		samplers = append(samplers, s)
+		samplers, files = append(samplers, s), append(files, gpu.ServerMetricsFile)
 	}
 	if g := plan.GPU; g != nil && g.NVML {
 		n, err := gpu.OpenNVML()
@@ -65,7 +69,7 @@ func startPlanSampling(plan harness.Plan, dir string, t0 time.Time, stderr io.Wr
 		if err != nil {
 			return fail(fmt.Errorf("gpu: %w", err))
 		}
-		samplers = append(samplers, s)
+		samplers, files = append(samplers, s), append(files, gpu.GPUFile)
 	}
 	return stop, nil
 }

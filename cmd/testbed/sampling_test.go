@@ -152,3 +152,52 @@ func TestBenchSamplingFlags(t *testing.T) {
 		t.Errorf("without flags: %+v %+v %v", p.ServerMetrics, p.GPU, err)
 	}
 }
+
+// TestRunWarnsOnFailedScrapes: an unreachable metrics endpoint does not
+// fail the load run, but every failed scrape stays in the file and the
+// user is told.
+func TestRunWarnsOnFailedScrapes(t *testing.T) {
+	t.Parallel()
+	prof, err := engine.Preset("ideal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.TTFT, prof.ITL = 5*time.Millisecond, time.Millisecond
+	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(func() { srv.Close(); m.Close() })
+	dead := httptest.NewServer(nil)
+	dead.Close()
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	yaml := fmt.Sprintf(`
+targets: [{name: mock, url: %q, model: m}]
+dataset: {input_tokens: "fixed:16", output_tokens: "fixed:4"}
+load: {concurrency: [1], requests: 3}
+server_metrics: {urls: [%q], interval: 20ms}
+`, srv.URL, dead.URL+"/metrics")
+	if err := os.WriteFile(plan, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "res")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"run", plan, "-o", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	samples, err := gpu.ReadSamples(filepath.Join(out, gpu.ServerMetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if s.Error == "" || !strings.Contains(s.Error, dead.URL) {
+			t.Errorf("sample %+v, want the connection error naming the URL", s)
+		}
+	}
+	want := fmt.Sprintf("%d of %d readings failed", len(samples), len(samples))
+	if len(samples) < 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("%d samples; stderr %q lacks %q", len(samples), stderr.String(), want)
+	}
+}
