@@ -86,6 +86,7 @@ type EngineFit struct {
 	Merged         int // requests with two chunks in one burst
 	Rejoined       int // bursts merged back as the late tail of the burst before
 	Split          int // bursts split because they held two chunks of one request
+	CatchUps       int // pauses after which the server wrote several steps at once (their rows left out)
 
 	MaxPrefill int  // most prompt tokens in one fitted step
 	MaxDecode  int  // most decoding sequences in one fitted step
@@ -337,8 +338,8 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 		var y []float64
 		var idx []int
 		for i, s := range rc.Steps {
-			if out[i] {
-				continue
+			if out[i] || s.Stall || (i > 0 && rc.Steps[i-1].Stall) {
+				continue // a catch-up's steps have no observable end or start
 			}
 			row := []float64{1, float64(s.Prefill), float64(s.Decode)}
 			if withIdle {
@@ -433,6 +434,7 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 		Merged:      rc.Merged,
 		Rejoined:    rc.Rejoined,
 		Split:       rc.Split,
+		CatchUps:    rc.CatchUps,
 		MaxBatch:    rc.MaxBatch,
 		Queued:      rc.Queued,
 	}
@@ -474,7 +476,7 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 	var cold []float64
 	var coldGaps []int64
 	for i, s := range rc.Steps {
-		if !s.Idle {
+		if !s.Idle || s.Stall || (i > 0 && rc.Steps[i-1].Stall) {
 			continue
 		}
 		extra := float64(s.End-s.Start)/1e3 - predict(s)
@@ -576,8 +578,8 @@ func (r *FitResult) Print(w io.Writer) {
 		if e.SendToEngineMS != 0 {
 			fmt.Fprintf(w, "  steps from idle start %.3f ms after the client's send (network, parsing, tokenization)\n", e.SendToEngineMS)
 		}
-		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps, %d split, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
-			e.BurstGapMS, e.Split, e.Rejoined, 100*e.Consistency, e.Merged)
+		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps, %d split, %d catch-ups after pauses, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
+			e.BurstGapMS, e.Split, e.CatchUps, e.Rejoined, 100*e.Consistency, e.Merged)
 		switch {
 		case e.CapSource == "server metrics":
 			fmt.Fprintf(w, "  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at most %.0f%% then)\n",

@@ -34,11 +34,11 @@ import (
 // agree is its check.
 //
 // The gap rule alone fails when a busy server or client spreads a step's
-// chunks as wide as the gap, so the bursts are repaired with the lockstep
-// rule that a running sequence gets exactly one token per step: a burst
-// holding two chunks of one request is split at its widest gap, and a
-// burst whose requests all seem to have skipped the step before it is that
-// step's late tail and rejoins it.
+// chunks as wide as the gap, or pauses and then writes several steps at
+// once, so the bursts are repaired with the lockstep rule that a running
+// sequence gets exactly one token per step (bursts.go): a burst holding
+// two chunks of one request is split, and a burst whose requests all seem
+// to have skipped the step before it is that step's late tail and rejoins it.
 //
 // Assumptions, each a limit of the method: the server batches in lockstep
 // (vLLM, TGI, the mock; not a server that paces streams independently);
@@ -55,6 +55,10 @@ type step struct {
 	Prefill  int  // prompt tokens computed in the step
 	Prefills int  // requests whose first token the step produced
 	Decode   int  // requests decoding during the step
+	// Stall marks a step seen only through a catch-up: after a pause the
+	// server wrote several steps' tokens at once, so when this step ended
+	// is not observable (its row and the next one's are left out of the fit).
+	Stall bool
 }
 
 // Batch is the number of sequences the step served.
@@ -69,113 +73,6 @@ type streamReq struct {
 	tokens int     // N_out
 }
 
-// splitCoarse splits every burst holding two chunks of one request at its
-// widest internal gap, until none does: in lockstep batching a sequence
-// gets one token per step, so such a burst is two steps whose arrivals ran
-// together (a busy server or client spreads a step's writes or reads).
-// cuts are the bursts' first arrivals; the new cuts and the number of
-// splits are returned.
-func splitCoarse(times []int64, reqOf []int32, cuts []int, nreq int) ([]int, int) {
-	mark := make([]int, nreq) // burst id + 1 in which the request was last seen
-	id := 0
-	splits := 0
-	var out []int
-	// Work through bursts in order; a split pushes its second half back.
-	stack := make([][2]int, 0, 8)
-	for b := len(cuts) - 1; b >= 0; b-- {
-		end := len(times)
-		if b+1 < len(cuts) {
-			end = cuts[b+1]
-		}
-		stack = append(stack, [2]int{cuts[b], end})
-	}
-	for len(stack) > 0 {
-		r := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		id++
-		// The first request seen twice: the cut must fall between its two
-		// chunks, at the widest gap there.
-		first, second := -1, -1
-		for i := r[0]; i < r[1]; i++ {
-			if mark[reqOf[i]] == id {
-				second = i
-				for j := r[0]; j < i; j++ {
-					if reqOf[j] == reqOf[i] {
-						first = j
-						break
-					}
-				}
-				break
-			}
-			mark[reqOf[i]] = id
-		}
-		if second < 0 {
-			out = append(out, r[0])
-			continue
-		}
-		at, widest := second, int64(-1)
-		for i := first + 1; i <= second; i++ {
-			if g := times[i] - times[i-1]; g > widest {
-				at, widest = i, g
-			}
-		}
-		splits++
-		stack = append(stack, [2]int{at, r[1]}, [2]int{r[0], at})
-	}
-	return out, splits
-}
-
-// rejoinLate merges into the burst before it every burst that can only be
-// the late tail of that one: it shares no request with it, some of its
-// requests skipped that burst (their previous chunk is older), and it
-// followed within less than a short step. In lockstep batching a running
-// sequence never skips a step, so a chunk that seems to is a chunk of the
-// step before that the client read late (a busy client, a GC pause, a
-// loaded network). reqOf gives each arrival's request; burstOf is rewritten
-// in place; the merged ends and the number of merged bursts are returned.
-func rejoinLate(reqOf []int32, burstOf []int, ends []int64, within int64, nreq int) ([]int64, int) {
-	last := make([]int, nreq) // kept burst of the request's latest chunk, +1
-	var kept []int64
-	remap := make([]int, len(ends))
-	merged := 0
-	for i := 0; i < len(reqOf); {
-		b := burstOf[i]
-		j := i
-		for j < len(reqOf) && burstOf[j] == b {
-			j++
-		}
-		p := len(kept) - 1
-		join := false
-		if p >= 0 && ends[b]-kept[p] < within {
-			clash, skipped := false, false
-			for _, r := range reqOf[i:j] {
-				switch lb := last[r] - 1; {
-				case lb == p:
-					clash = true
-				case lb >= 0 && lb < p:
-					skipped = true
-				}
-			}
-			join = !clash && skipped
-		}
-		if join {
-			remap[b] = p
-			merged++
-		} else {
-			kept = append(kept, ends[b])
-			remap[b] = len(kept) - 1
-		}
-		for _, r := range reqOf[i:j] {
-			last[r] = remap[b] + 1
-		}
-		i = j
-	}
-	for i := range burstOf {
-		burstOf[i] = remap[burstOf[i]]
-	}
-	return kept, merged
-}
-
 // reconstruction is the step timeline of one target's run.
 type reconstruction struct {
 	Steps      []step
@@ -185,6 +82,7 @@ type reconstruction struct {
 	Merged     int   // of them, those with two chunks in one burst (bursts too coarse)
 	Rejoined   int   // bursts merged back into the one before as its late tail
 	Split      int   // bursts split because they held two chunks of one request
+	CatchUps   int   // bursts where a pause made the server write several steps at once
 	Skipped    map[string]int
 
 	// Queueing: requests that waited at least two whole steps after arrival
@@ -275,26 +173,17 @@ func reconstruct(recs []harness.Record, gapNS int64) (*reconstruction, error) {
 	for i, a := range all {
 		times[i], reqOf[i] = a.t, a.req
 	}
-	var cuts []int // first arrival of each burst
-	for i := range all {
-		if i == 0 || times[i]-times[i-1] > gapNS {
-			cuts = append(cuts, i)
-		}
-	}
-	cuts, rc.Split = splitCoarse(times, reqOf, cuts, len(reqs))
-	var ends []int64
+	bs := cutBursts(times, gapNS)
+	bs, rc.Split, rc.CatchUps = splitCoarse(times, reqOf, bs, len(reqs), gapNS/5)
+	bs, rc.Rejoined = rejoinLate(reqOf, bs, 2*gapNS, len(reqs))
+	ends := make([]int64, len(bs))
 	burstOf := make([]int, len(all))
-	for b, c := range cuts {
-		ends = append(ends, times[c])
-		next := len(all)
-		if b+1 < len(cuts) {
-			next = cuts[b+1]
-		}
-		for i := c; i < next; i++ {
+	for b, x := range bs {
+		ends[b] = x.end
+		for _, i := range x.members {
 			burstOf[i] = b
 		}
 	}
-	ends, rc.Rejoined = rejoinLate(reqOf, burstOf, ends, 2*gapNS, len(reqs))
 	for i := range reqs {
 		reqs[i].first, reqs[i].last = -1, -1
 	}
@@ -337,7 +226,7 @@ func reconstruct(recs []harness.Record, gapNS int64) (*reconstruction, error) {
 	for k := range steps {
 		running += decodeDelta[k]
 		s := &steps[k]
-		s.End, s.Decode = ends[k], running
+		s.End, s.Decode, s.Stall = ends[k], running, bs[k].stall
 		switch {
 		case k > 0 && s.Decode > 0:
 			s.Start = ends[k-1]
