@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ import (
 // (write+flush end minus scheduled due time) and the token rate measured
 // while every stream is open. Arrivals are spread uniformly over the first
 // second, as independent clients arrive; the client is a raw socket reader
-// so it costs as little CPU as possible. Run it with `make bench`.
+// so it costs as little CPU as possible. Run it with `make bench`;
+// MOCK_BENCH_COARSE=1 runs it without the precise waker, for comparison.
 func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{50, 500, 2000} {
 		b.Run(fmt.Sprintf("streams=%d/itl=20ms", streams), func(b *testing.B) {
@@ -42,7 +44,7 @@ func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
 		b.Fatal(err)
 	}
 	p.TTFT, p.ITL = ttft, itl
-	s, err := New(WithProfile(p), WithSeed(1), WithTruthCapacity(streams))
+	s, err := New(WithProfile(p), WithSeed(1), WithTruthCapacity(streams), WithPreciseTimers(os.Getenv("MOCK_BENCH_COARSE") == ""))
 	if err != nil {
 		b.Fatal(err)
 	}
