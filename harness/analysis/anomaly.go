@@ -116,14 +116,21 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 		out = append(out, Anomaly{Kind: kind, Target: target, Group: group, Affected: affected,
 			Of: len(ss), Value: value, Unit: unit, Detail: detail})
 	}
-	var gaps []float64
+	n := 0
+	for _, s := range ss {
+		n += len(s.ChunkGapsNS)
+	}
+	gaps := make([]float64, 0, n)
 	for _, s := range ss {
 		for _, g := range s.ChunkGapsNS {
 			gaps = append(gaps, float64(g)/1e6)
 		}
 	}
-	sort.Float64s(gaps)
-	med := Percentile(gaps, 50)
+	// Medians by selection, not sorting: a step can hold millions of gaps.
+	med := math.NaN()
+	if len(gaps) > 0 {
+		med = selectRank(gaps, (len(gaps)+1)/2)
+	}
 
 	// Fixed-interval pacing.
 	if len(gaps) >= o.PacingMinGaps && med > 0 {
@@ -131,8 +138,7 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 		for i, g := range gaps {
 			dev[i] = math.Abs(g - med)
 		}
-		sort.Float64s(dev)
-		spread := 1.4826 * Percentile(dev, 50) / med
+		spread := 1.4826 * selectRank(dev, (len(dev)+1)/2) / med
 		if spread <= o.PacingMaxSpread {
 			n := 0
 			for _, s := range ss {
@@ -226,4 +232,48 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 		}
 	}
 	return out
+}
+
+// selectRank returns the k-th smallest value of v (1-based), reordering v
+// in place: Hoare's selection with a median-of-three pivot, O(len(v)) on
+// average.
+func selectRank(v []float64, k int) float64 {
+	lo, hi, k := 0, len(v)-1, k-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// Median of three as the pivot, to stay linear on sorted input.
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for v[j] > pivot {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -111,5 +112,24 @@ func TestDetectAnomaliesGroups(t *testing.T) {
 	got := DetectAnomalies(s, AnomalyOptions{})
 	if len(got) != 1 || got[0].Group != "a" || got[0].Kind != AnomalyPacing || got[0].Value != 50 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+func TestSelectRank(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 2, 3, 10, 101, 1000} {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(r.IntN(50)) // many ties
+		}
+		s := append([]float64(nil), v...)
+		slices.Sort(s)
+		for _, k := range []int{1, (n + 1) / 2, n} {
+			w := append([]float64(nil), v...)
+			if got := selectRank(w, k); got != s[k-1] {
+				t.Errorf("n=%d k=%d: %v, want %v", n, k, got, s[k-1])
+			}
+		}
 	}
 }

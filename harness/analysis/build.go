@@ -3,10 +3,13 @@ package analysis
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"testbed/harness"
 )
@@ -79,11 +82,20 @@ func (o Options) withDefaults() Options {
 var ReportedPercentiles = []float64{50, 95, 99, 99.9}
 
 // Samples are one step's measured (non-warm-up, successful) values in ms.
+// The per-request metrics are kept whole, so their percentiles and
+// intervals are exact order statistics. ITL has one value per token —
+// hundreds of millions in a long run — so it goes into an HDR histogram
+// (µs, 3 significant digits, as precise as summary.json's figures).
 type Samples struct {
-	TTFT, ITL, TPOT, E2E []float64
-	InputTokens          int // median N_in
-	OutputTokens         int // median N_out
+	TTFT, TPOT, E2E []float64
+	ITL             *hdrhistogram.Histogram
+	InputTokens     int // median N_in
+	OutputTokens    int // median N_out
 }
+
+// itlMaxUS bounds the ITL histogram: one hour, in µs; longer gaps are
+// clamped (a stream idle that long has timed out anyway).
+const itlMaxUS = 3_600_000_000
 
 // StepSamples collects each step's samples from the records, keyed by step
 // index. Warm-up and failed requests are left out, as in the summaries.
@@ -97,7 +109,7 @@ func StepSamples(recs []harness.Record) map[int]*Samples {
 		}
 		s := out[r.Step]
 		if s == nil {
-			s = &Samples{}
+			s = &Samples{ITL: hdrhistogram.New(1, itlMaxUS, 3)}
 			out[r.Step] = s
 		}
 		if r.FirstTokenNS > 0 {
@@ -109,7 +121,7 @@ func StepSamples(recs []harness.Record) map[int]*Samples {
 		if r.NOut > 1 && r.LastTokenNS > r.FirstTokenNS {
 			s.TPOT = append(s.TPOT, ms(r.LastTokenNS-r.FirstTokenNS)/float64(r.NOut-1))
 		}
-		s.ITL = appendITL(s.ITL, r)
+		recordITL(s.ITL, r)
 		nin[r.Step] = append(nin[r.Step], float64(r.NIn))
 		nout[r.Step] = append(nout[r.Step], float64(r.NOut))
 	}
@@ -120,20 +132,17 @@ func StepSamples(recs []harness.Record) map[int]*Samples {
 	return out
 }
 
-// appendITL adds the token-weighted inter-token latencies of r: a chunk
+// recordITL adds the token-weighted inter-token latencies of r: a chunk
 // carrying k tokens contributes its gap divided evenly over k tokens.
-func appendITL(dst []float64, r *harness.Record) []float64 {
+func recordITL(h *hdrhistogram.Histogram, r *harness.Record) {
 	for i, g := range r.ChunkGapsNS {
-		k := 1
+		k := int64(1)
 		if i+1 < len(r.ChunkTokens) && r.ChunkTokens[i+1] > 1 {
-			k = int(r.ChunkTokens[i+1])
+			k = int64(r.ChunkTokens[i+1])
 		}
-		v := ms(g) / float64(k)
-		for range k {
-			dst = append(dst, v)
-		}
+		us := min(max((g/k+500)/1000, 1), itlMaxUS)
+		_ = h.RecordValues(us, k) // cannot fail: us is within the histogram's range
 	}
-	return dst
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -164,14 +173,19 @@ func Analyze(steps []harness.StepSummary, recs []harness.Record, o Options) Anal
 			for _, m := range []struct {
 				name string
 				v    []float64
-			}{{"ttft_ms", sm.TTFT}, {"itl_ms", sm.ITL}, {"tpot_ms", sm.TPOT}, {"e2e_ms", sm.E2E}} {
-				if len(m.v) == 0 {
+				h    *hdrhistogram.Histogram
+			}{{"ttft_ms", sm.TTFT, nil}, {"itl_ms", nil, sm.ITL}, {"tpot_ms", sm.TPOT, nil}, {"e2e_ms", sm.E2E, nil}} {
+				if len(m.v) == 0 && (m.h == nil || m.h.TotalCount() == 0) {
 					continue
 				}
 				mc := MetricCIs{Metric: m.name}
 				sorted := sortedCopy(m.v)
 				for _, p := range ReportedPercentiles {
-					mc.Intervals = append(mc.Intervals, intervalSorted(sorted, p, o.Confidence))
+					if m.h != nil {
+						mc.Intervals = append(mc.Intervals, intervalHist(m.h, p, o.Confidence))
+					} else {
+						mc.Intervals = append(mc.Intervals, intervalSorted(sorted, p, o.Confidence))
+					}
 				}
 				f.Percentiles = append(f.Percentiles, mc)
 			}
@@ -268,6 +282,21 @@ func intervalSorted(s []float64, p, conf float64) Interval {
 	iv.Value = Percentile(s, p)
 	iv.LoRank, iv.HiRank, iv.Coverage, iv.Adequate = RankBounds(len(s), p, conf)
 	iv.Lo, iv.Hi = s[iv.LoRank-1], s[iv.HiRank-1]
+	return iv
+}
+
+// intervalHist is PercentileCI for a sample held in an HDR histogram (µs):
+// the same ranks, read back at the histogram's precision.
+func intervalHist(h *hdrhistogram.Histogram, p, conf float64) Interval {
+	n := int(h.TotalCount())
+	iv := Interval{Percentile: p, Confidence: conf, N: n, MinSamples: MinSamples(p, conf)}
+	if n == 0 {
+		return iv
+	}
+	at := func(rank int) float64 { return float64(h.ValueAtQuantile(100*float64(rank)/float64(n))) / 1e3 }
+	iv.Value = at(min(max(int(math.Ceil(p/100*float64(n))), 1), n)) // nearest rank, as Percentile
+	iv.LoRank, iv.HiRank, iv.Coverage, iv.Adequate = RankBounds(n, p, conf)
+	iv.Lo, iv.Hi = at(iv.LoRank), at(iv.HiRank)
 	return iv
 }
 

@@ -113,3 +113,29 @@ func BenchmarkRankBounds(b *testing.B) {
 		RankBounds(100_000, 99.9, 0.95)
 	}
 }
+
+// TestNormalRankBounds checks the large-sample approximation against the
+// exact binomial at the size where RankBounds switches between them.
+func TestNormalRankBounds(t *testing.T) {
+	t.Parallel()
+	const n = exactRankLimit
+	for _, p := range []float64{50, 90, 99, 99.9} {
+		lo, hi, cov, ok := RankBounds(n, p, 0.95)
+		alo, ahi, acov, aok := normalRankBounds(n, p/100, 0.025)
+		if abs(lo-alo) > 2 || abs(hi-ahi) > 2 || ok != aok || math.Abs(cov-acov) > 0.01 {
+			t.Errorf("P%v at n=%d: exact %d, %d (%.4f, %v); normal %d, %d (%.4f, %v)", p, n, lo, hi, cov, ok, alo, ahi, acov, aok)
+		}
+	}
+	// Far beyond the table: ranks straddle n·p, coverage ≈ 95 %.
+	lo, hi, cov, ok := RankBounds(500_000_000, 99, 0.95)
+	if !ok || lo >= 495_000_000 || hi <= 495_000_000 || math.Abs(cov-0.95) > 0.01 {
+		t.Errorf("n=5e8 P99: %d, %d, %.4f, %v", lo, hi, cov, ok)
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
