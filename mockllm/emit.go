@@ -394,6 +394,9 @@ func (e *emitter) finish(why end) {
 	if tr.LastTokenNS == 0 {
 		tr.LastTokenNS = e.s.Since(time.Now())
 	}
+	if why == endShutdown && !e.headers {
+		tr.Status = http.StatusServiceUnavailable // nothing sent yet: a plain 503 follows
+	}
 	e.s.truth.put(*tr)
 	e.s.observeEnd(tr, e.dequeued, e.arrival)
 	b := e.buf[:0]
@@ -419,8 +422,6 @@ func (e *emitter) finish(why end) {
 		b = append(b, "data: [DONE]\n\n"...)
 	case endShutdown:
 		if !e.headers {
-			tr.Status = http.StatusServiceUnavailable
-			e.s.truth.put(*tr)
 			writeAPIError(e.w, e.j.api, unavailable("server is shutting down"))
 			return
 		}
