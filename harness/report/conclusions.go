@@ -35,6 +35,7 @@ func (m *model) conclusions(d *document) {
 		"a difference inside the confidence intervals of the tables below is not a difference.",
 		len(m.targets), strings.Join(names, ", "), commas(int64(total)), commas(int64(failed)), pct(ratio(failed, total)))
 
+	m.glance(d)
 	m.shortChat(d)
 	m.longDocument(d)
 	m.highConcurrency(d)
@@ -267,4 +268,54 @@ func (m *model) coldStartLine() []string {
 // metricName turns an analysis metric key into its printed name.
 func metricName(key string) string {
 	return map[string]string{"ttft_p99": "TTFT P99", "e2e_p99": "E2E P99"}[key]
+}
+
+// glance is the comparison matrix: every target on one row, the numbers
+// each scenario ranks by in the columns (only when there is more than one
+// target to compare).
+func (m *model) glance(d *document) {
+	if len(m.targets) < 2 {
+		return
+	}
+	t := table{header: []string{"target", "TTFT P50, low load", "ITL P50, low load", "best operating point", "output tok/s there", "most output tok/s",
+		"long-prompt TTFT P50", "cold-start penalty", "errors"},
+		right: []bool{false, true, true, true, true, true, true, true, true}}
+	for _, tv := range m.targets {
+		row := []string{tv.name, "—", "—", "—", "—", "—", "—", "—", "—"}
+		if s := tv.chatStep(); s != nil {
+			row[1], row[2] = human(s.s.TTFT.P50), human(s.s.ITL.P50)
+		}
+		k, ok := tv.knees[analysis.LadderConcurrency]
+		if !ok {
+			k, ok = tv.knees[analysis.LadderRate]
+		}
+		if ok && k.Steps > 0 {
+			if k.BestOperatingPoint != nil {
+				row[3] = num(*k.BestOperatingPoint)
+				if k.Ladder == analysis.LadderRate {
+					row[3] += " req/s"
+				} else {
+					row[3] = "c=" + row[3]
+				}
+				row[4] = rate(k.BestThroughput)
+			}
+			row[5] = rate(k.MaxThroughput)
+		}
+		if tv.ctx != nil && len(tv.ctx.Points) > 0 {
+			p := tv.ctx.Points[len(tv.ctx.Points)-1]
+			row[6] = fmt.Sprintf("%s @ %s tok", human(p.TTFTMS), commas(int64(p.Tokens)))
+		}
+		if tv.cold != nil {
+			row[7] = fmt.Sprintf("%+.0f ms", tv.cold.DeltaMS)
+		}
+		var total, failed int
+		for _, s := range tv.steps {
+			total += s.s.Requests
+			failed += analysis.Failed(s.s)
+		}
+		row[8] = pct(ratio(failed, total))
+		t.rows = append(t.rows, row)
+	}
+	d.p("At a glance — every target on identical requests, interleaved step by step:")
+	d.add(t)
 }
