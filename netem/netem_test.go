@@ -83,9 +83,10 @@ func TestConfigValidate(t *testing.T) {
 
 func nan() float64 { var z float64; return z / z }
 
-// BenchmarkProxyThroughput streams bytes one way through an unshaped proxy
-// (and, for comparison, with 1 ms latency each way, which must not cut
-// throughput: delivery is pipelined, not stop-and-wait).
+// BenchmarkProxyThroughput streams bytes one way through an unshaped proxy,
+// with 1 ms latency each way (which must not cut throughput: delivery is
+// pipelined, not stop-and-wait), and through a 100 Mbit/s limit (the
+// delivered rate must match it).
 func BenchmarkProxyThroughput(b *testing.B) {
 	for _, bc := range []struct {
 		name string
@@ -93,6 +94,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	}{
 		{"passthrough", Config{}},
 		{"latency_1ms", Symmetric(Direction{Latency: time.Millisecond})},
+		{"bandwidth_100mbit", Symmetric(Direction{Bandwidth: 12.5e6})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			sink, err := net.Listen("tcp", "127.0.0.1:0")
@@ -134,6 +136,9 @@ func BenchmarkProxyThroughput(b *testing.B) {
 				b.Fatalf("sink got %d bytes of %d", n, int64(b.N)*int64(len(buf)))
 			}
 			b.ReportMetric(float64(n)/el.Seconds()/1e6, "MB/s_delivered")
+			if bw := bc.cfg.Up.Bandwidth; bw > 0 {
+				b.ReportMetric(float64(n)/el.Seconds()/bw, "of_configured_rate")
+			}
 		})
 	}
 }
