@@ -87,3 +87,51 @@ func TestReportFiles(t *testing.T) {
 		t.Errorf("stdout does not say where the report is:\n%s", stdout.String())
 	}
 }
+
+// TestReportServerView runs a plan that scrapes the mock's vLLM-style
+// metrics during the run: the report draws the server's queue and KV-cache
+// use on the run's timeline.
+func TestReportServerView(t *testing.T) {
+	t.Parallel()
+	prof, err := engine.Preset("llama3-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.MaxNumSeqs = 4 // so requests wait and the queue shows
+	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(func() { srv.Close(); m.Close() })
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	yaml := "seed: 2\ntargets: [{name: mock, url: " + srv.URL + ", model: m}]\n" +
+		"dataset: {input_tokens: fixed:64, output_tokens: fixed:48}\nignore_eos: true\n" +
+		"load: {concurrency: [2, 8], requests: 16}\n" +
+		"server_metrics: {urls: [" + srv.URL + "/metrics], interval: 50ms}\n"
+	if err := os.WriteFile(plan, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(dir, "res")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"run", plan, "-o", res}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if err := run(context.Background(), []string{"report", res}, &stdout, &stderr); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	page, err := os.ReadFile(filepath.Join(res, report.HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="chart-server-queue-0"`, `data-name="running 127.0.0.1`, `data-name="waiting 127.0.0.1`, `data-name="KV cache 127.0.0.1`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(res, report.MarkdownFile))
+	if strings.Contains(string(md), "No server-side view") {
+		t.Error("limitations say no server-side view although the run sampled one")
+	}
+}

@@ -153,6 +153,7 @@ func (m *model) timeline(d *document) {
 			}
 		}
 		d.chart(c)
+		m.serverCharts(d, ri, r)
 	}
 }
 

@@ -139,6 +139,15 @@ func (m *model) limitations(d *document) {
 	// Network path.
 	add("%s", m.networkNote())
 
+	// Server-side view.
+	sampled := false
+	for _, r := range m.runs {
+		sampled = sampled || len(r.Server) > 0
+	}
+	if !sampled {
+		add("**No server-side view**: the run sampled neither the engine's metrics nor the GPUs (`server_metrics`, `gpu` in the plan), so queueing inside the server is inferred from client timings alone.")
+	}
+
 	// Warm-up and reading problems.
 	warm := 0
 	for _, t := range m.targets {

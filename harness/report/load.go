@@ -21,6 +21,9 @@ type Run struct {
 	Summary  harness.Summary // rebuilt from the records; client-bound verdicts from summary.json
 	Records  []harness.Record
 	Analysis analysis.Analysis
+	// Server holds the server-side samples (server_metrics.jsonl, gpu.jsonl)
+	// when the run took them.
+	Server []ServerSample
 	// Notes are problems met while reading (a missing summary.json, a torn
 	// last record), shown in the report's limitations.
 	Notes []string
@@ -92,6 +95,9 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	sort.SliceStable(r.Summary.Steps, func(i, j int) bool { return r.Summary.Steps[i].Step < r.Summary.Steps[j].Step })
 	if err := r.clientVerdicts(); err != nil {
 		r.Notes = append(r.Notes, err.Error())
+	}
+	if r.Server, err = readServer(dir); err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("server samples: %v; %d lines before it are used", err, len(r.Server)))
 	}
 	if opts.SLO == (harness.SLO{}) {
 		opts.SLO = r.Info.Plan.SLO
