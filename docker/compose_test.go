@@ -137,9 +137,17 @@ func TestComposeFiles(t *testing.T) {
 					t.Errorf("service %s reserves devices %+v, want one nvidia gpu reservation", svc, devs)
 				}
 			}
-			for _, env := range []string{"TESTBED_GPU_METRICS_URL", "TESTBED_SERVER_METRICS_URL"} {
-				if !strings.HasPrefix(h.Environment[env], "http://") {
-					t.Errorf("harness %s = %q, want the metrics endpoint for later GPU sampling", env, h.Environment[env])
+			// The plan scrapes the engine's metrics and the DCGM exporter
+			// onto the run's timeline.
+			if plan.ServerMetrics == nil {
+				t.Fatalf("plan %s has no server_metrics section", tt.plan)
+			}
+			for _, host := range []string{tt.server, "dcgm-exporter"} {
+				if !slices.ContainsFunc(plan.ServerMetrics.URLs, func(s string) bool {
+					u, err := url.Parse(s)
+					return err == nil && u.Hostname() == host && u.Path == "/metrics"
+				}) {
+					t.Errorf("plan %s server_metrics.urls %q, want %s's /metrics", tt.plan, plan.ServerMetrics.URLs, host)
 				}
 			}
 		})
