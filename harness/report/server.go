@@ -74,24 +74,29 @@ func readServer(dir string) ([]ServerSample, error) {
 	return out, nil
 }
 
-// family sums a sample's series of one metric family (over label sets),
-// and says whether any was present.
+// family sums a sample's series of the first metric family present among
+// names (over its label sets), and says whether any was. Names are
+// alternatives in order of preference: a server exposing both vLLM's and
+// TGI's gauges for the same thing (as the mock does) counts it once.
 func (s *ServerSample) family(names ...string) (float64, bool) {
-	var sum float64
-	found := false
-	for k, v := range s.Metrics {
-		name := k
-		if i := strings.IndexByte(k, '{'); i >= 0 {
-			name = k[:i]
-		}
-		for _, n := range names {
+	for _, n := range names {
+		var sum float64
+		found := false
+		for k, v := range s.Metrics {
+			name := k
+			if i := strings.IndexByte(k, '{'); i >= 0 {
+				name = k[:i]
+			}
 			if name == n {
 				sum += v
 				found = true
 			}
 		}
+		if found {
+			return sum, true
+		}
 	}
-	return sum, found
+	return 0, false
 }
 
 // sourceName shortens a scrape URL to host:port for legends.
