@@ -152,6 +152,8 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	}
 	defer st.Close()
 	s.metrics.promptTokens.Add(float64(j.promptTokens))
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	em := newEmitter(s, c.Writer, j, plan, st, &tr, arrival)
 	defer em.stop()
 	if j.stream {

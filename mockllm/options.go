@@ -123,9 +123,11 @@ func WithStartupDelay(d time.Duration) Option {
 }
 
 // WithPreciseTimers turns the precise waker on (the default) or off. The
-// waker times the last 1.5 ms before each token with nanosleep on a
-// dedicated thread, because the Go runtime's own timers can fire up to a
-// millisecond late when the process is idle. Turn it off to run the server
+// waker schedules every token from one goroutine on a dedicated thread and
+// times the last 1.5 ms with nanosleep, because the Go runtime's own timers
+// can fire up to a millisecond late when the process is idle. It serves
+// only while at most 128 requests are generating; above that the runtime's
+// timers are on time and cheaper. Turn it off to run the server
 // inside a testing/synctest bubble, where only runtime timers follow the
 // virtual clock.
 func WithPreciseTimers(on bool) Option {

@@ -45,6 +45,7 @@ type Server struct {
 	created func() int64
 
 	inflight atomic.Int64 // model requests being served, for MaxConcurrency
+	streams  atomic.Int64 // requests emitting tokens, to pick how they sleep
 
 	mu       sync.Mutex
 	draining bool

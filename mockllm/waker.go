@@ -10,12 +10,14 @@ import (
 
 // The Go runtime sleeps in epoll_wait, whose timeout has millisecond
 // resolution: when the process is otherwise idle, a timer due in 300 µs
-// fires up to a millisecond late. That is most of the mock's emission error
-// at low load. The waker fixes it: a stream sleeps on an ordinary timer
-// until preciseWindow before its due time, then parks on the waker, one
-// goroutine on its own OS thread that sleeps with nanosleep (microsecond
-// resolution) and wakes each waiter on time. Its cost is one short
-// nanosleep per wakeStep while waiters are pending and nothing when none are.
+// fires up to a millisecond late. That was most of the mock's emission error
+// at low load. The waker fixes it: streams park on the waker, one goroutine
+// on its own OS thread that keeps their due times in a heap. While the
+// earliest is more than preciseWindow away it waits on an ordinary timer
+// (or a kick when an earlier waiter arrives); inside the window it sleeps
+// with nanosleep (microsecond resolution) in steps of at most wakeStep and
+// wakes each waiter on time. Every token costs one goroutine wake-up, and
+// tokens due close together are woken in one batch.
 const (
 	preciseWindow = 1500 * time.Microsecond
 	wakeStep      = 50 * time.Microsecond
@@ -70,9 +72,9 @@ func (w *waker) close() { w.once.Do(func() { close(w.stop) }) }
 func (w *waker) wait(ctx context.Context, wt *waiter) bool {
 	w.mu.Lock()
 	heap.Push(&w.h, wt)
-	first := len(w.h) == 1
+	head := wt.idx == 0
 	w.mu.Unlock()
-	if first {
+	if head { // the loop may be waiting for a later time
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -98,6 +100,8 @@ func (w *waker) wait(ctx context.Context, wt *waiter) bool {
 func (w *waker) loop() {
 	runtime.LockOSThread()
 	setTimerSlack()
+	coarse := time.NewTimer(time.Hour)
+	coarse.Stop()
 	for {
 		w.mu.Lock()
 		now := time.Now()
@@ -110,20 +114,30 @@ func (w *waker) loop() {
 			next = w.h[0].due.Sub(now)
 		}
 		w.mu.Unlock()
-		if next < 0 {
+		switch {
+		case next < 0:
 			select {
 			case <-w.kick:
-				continue
 			case <-w.stop:
 				return
 			}
-		}
-		select {
-		case <-w.stop:
-			return
+		case next > preciseWindow:
+			coarse.Reset(next - preciseWindow)
+			select {
+			case <-coarse.C:
+			case <-w.kick:
+				coarse.Stop()
+			case <-w.stop:
+				return
+			}
 		default:
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			// A waiter that arrives during this sleep is at most wakeStep late.
+			preciseSleep(min(next, wakeStep))
 		}
-		// Waiters that arrive while we sleep are at most wakeStep late.
-		preciseSleep(min(next, wakeStep))
 	}
 }
