@@ -88,7 +88,7 @@ func TestGoldenReport(t *testing.T) {
 	// The order the methodology asks for: conclusions first, then the
 	// dimensions, limitations, and the environment last.
 	order := []string{"## Conclusions", "### Short chat", "### Long document", "### High concurrency", "### Cold start",
-		"## Concurrency ladder", "## Long context", "\n## Cold start", "## Streaming vs non-streaming",
+		"## Concurrency ladder", "## Rate ladder", "## Long context", "\n## Cold start", "## Streaming vs non-streaming",
 		"## Connection reuse vs new connection per request", "## Request throughput vs token throughput",
 		"## Latency distributions", "## Timeline", "## Streaming anomalies", "## Limitations and uncertainty", "## Environment and parameters"}
 	last := -1
