@@ -116,13 +116,23 @@ func inline(s string) string {
 const style = `body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}th{background:#f3f3f3}
 td.r{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f6f6f6;padding:0.8em;overflow:auto;font-size:12px}
-svg.chart{display:block;margin:0.5em 0 1.5em;max-width:100%;height:auto;border:1px solid #eee}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em;margin-top:2em}`
+svg.chart{display:block;margin:0.5em 0 1.5em;max-width:100%;height:auto;border:1px solid #eee}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em;margin-top:2em}
+nav.toc{font-size:13px;line-height:1.9}nav.toc a{margin-right:0.9em;white-space:nowrap}`
 
 // html renders the document as one self-contained page.
 func (d *document) html(title string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n",
 		html.EscapeString(title), style)
+	// A table of contents of the sections, after the title.
+	var toc strings.Builder
+	toc.WriteString(`<nav class="toc">`)
+	for _, bl := range d.blocks {
+		if h, ok := bl.(heading); ok && h.level == 2 && h.id != "" {
+			fmt.Fprintf(&toc, `<a href="#%s">%s</a> `, html.EscapeString(h.id), inline(h.text))
+		}
+	}
+	toc.WriteString("</nav>\n")
 	for _, bl := range d.blocks {
 		switch v := bl.(type) {
 		case heading:
@@ -131,6 +141,9 @@ func (d *document) html(title string) string {
 				id = fmt.Sprintf(` id="%s"`, html.EscapeString(v.id))
 			}
 			fmt.Fprintf(&b, "<h%d%s>%s</h%d>\n", v.level, id, inline(v.text), v.level)
+			if v.level == 1 {
+				b.WriteString(toc.String())
+			}
 		case para:
 			fmt.Fprintf(&b, "<p>%s</p>\n", inline(v.text))
 		case list:

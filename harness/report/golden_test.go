@@ -129,6 +129,12 @@ func TestGoldenHTML(t *testing.T) {
 			t.Errorf("chart %s missing or empty (%d marks)", id, marks)
 		}
 	}
+	// The table of contents links every section that exists.
+	for _, id := range []string{"conclusions", "scenario-concurrency", "limitations", "environment"} {
+		if !strings.Contains(page, `<a href="#`+id+`">`) || !strings.Contains(page, `id="`+id+`"`) {
+			t.Errorf("no contents link to #%s", id)
+		}
+	}
 	md := Markdown([]*Run{r})
 	for _, h := range p.headings {
 		if !strings.Contains(md, h) {
