@@ -21,7 +21,7 @@ import (
 
 // BenchmarkStreams holds 2,000 concurrent streams at ITL 20 ms (100,000
 // tokens/s) against a real TCP listener, and reports the emission lateness
-// (write+flush end minus scheduled due time) and the token rate measured
+// (write start minus scheduled due time) and the token rate measured
 // while every stream is open. Arrivals are spread uniformly over the first
 // second, as independent clients arrive; the client is a raw socket reader
 // so it costs as little CPU as possible. Run it with `make bench`;

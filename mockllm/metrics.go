@@ -84,7 +84,7 @@ func newMetrics(s *Server) *metrics {
 	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
 	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "testbed_mock_emission_lateness_seconds",
-		Help:    "Time from a token chunk's scheduled due time to the end of its write and flush.",
+		Help:    "Time from a token chunk's scheduled due time to the start of its write to the connection.",
 		Buckets: latenessBuckets})
 	reg.MustRegister(lat)
 	m.lateness = lat
