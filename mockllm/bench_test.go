@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,16 +28,23 @@ import (
 // so it costs as little CPU as possible. Run it with `make bench`;
 // MOCK_BENCH_COARSE=1 runs it without the precise waker, for comparison.
 func BenchmarkStreams(b *testing.B) {
-	for _, streams := range []int{50, 500, 2000} {
-		b.Run(fmt.Sprintf("streams=%d/itl=20ms", streams), func(b *testing.B) {
-			for b.Loop() {
-				benchStreams(b, streams, 20*time.Millisecond, 250)
-			}
-		})
+	for _, proto := range []string{"http1", "h2c"} {
+		for _, streams := range []int{50, 500, 2000} {
+			b.Run(fmt.Sprintf("%s/streams=%d/itl=20ms", proto, streams), func(b *testing.B) {
+				for b.Loop() {
+					benchStreams(b, proto, streams, 20*time.Millisecond, 250)
+				}
+			})
+		}
 	}
 }
 
-func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
+// benchStreams runs one scenario. Over HTTP/1.1 every token is one write
+// system call on its own connection; over h2c (HTTP/2 without TLS, as
+// vLLM-fronting proxies and Go clients speak it) the streams share a few
+// connections and the server coalesces their frames, so the per-token cost
+// is no longer the kernel's.
+func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, tokensPer int) {
 	const ramp = time.Second
 	ttft := itl
 	p, err := engine.Preset("ideal")
@@ -51,12 +59,22 @@ func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
 	defer s.Close()
 	ts := httptest.NewUnstartedServer(s)
 	ts.Config.MaxHeaderBytes = 1 << 14
+	if proto == "h2c" {
+		ts.Config.Protocols = new(http.Protocols)
+		ts.Config.Protocols.SetHTTP1(true)
+		ts.Config.Protocols.SetUnencryptedHTTP2(true)
+		ts.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
+	}
 	ts.Start()
 	defer ts.Close()
 	addr := ts.Listener.Addr().String()
 
 	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, tokensPer)
 	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	stream := func() error { return rawStream(addr, req) }
+	if proto == "h2c" {
+		stream = h2cStreamer(ts.URL, body)
+	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	offsets := make([]time.Duration, streams)
@@ -71,7 +89,7 @@ func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(start.Add(offsets[i])))
-			if err := rawStream(addr, req); err != nil {
+			if err := stream(); err != nil {
 				failed.Add(1)
 			}
 		}()
@@ -99,6 +117,38 @@ func benchStreams(b *testing.B, streams int, itl time.Duration, tokensPer int) {
 	b.ReportMetric(late.quantile(0.99)*1e3, "lateness-p99-ms")
 	b.ReportMetric(late.quantile(0.999)*1e3, "lateness-p99.9-ms")
 	b.ReportMetric(100*late.fractionAbove(0.001), "%late>1ms")
+}
+
+// h2cStreamer returns a function that streams one request over a shared
+// HTTP/2 cleartext client and reads the body to its end.
+func h2cStreamer(base, body string) func() error {
+	tr := &http.Transport{Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: false}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: tr}
+	return func() error {
+		resp, err := c.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 16<<10)
+		var seen bool
+		for {
+			n, err := resp.Body.Read(buf)
+			if bytes.Contains(buf[:n], []byte("[DONE]")) {
+				seen = true
+			}
+			if err == io.EOF {
+				if !seen {
+					return fmt.Errorf("stream ended before [DONE]")
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // rawStream sends one request on a fresh connection and reads until the
