@@ -149,9 +149,12 @@ func (e *emitter) pace(due time.Time) time.Time {
 // preciseMaxStreams is the load up to which streams sleep on the precise
 // waker. Above it the runtime is busy enough that its own timers are
 // checked often and fire on time, while the waker's extra thread hand-off
-// per token would cost about half again as much CPU (measured at 500
-// streams).
-const preciseMaxStreams = 128
+// per token costs CPU that the server needs for reading requests: about
+// half again as much CPU at 500 streams, and at 100 streams resending in
+// lockstep the requests' send-to-handler time went from 2.6–3.0 ms (runtime
+// timers) to 2.6–13.5 ms (waker) on a 2-core machine
+// (`go test ./harness -run TestFixedModeAccuracy -v`).
+const preciseMaxStreams = 64
 
 // sleep waits until t, on the server's precise waker at low load, else on
 // the emitter's one runtime timer.

@@ -126,7 +126,7 @@ func WithStartupDelay(d time.Duration) Option {
 // waker schedules every token from one goroutine on a dedicated thread and
 // times the last 1.5 ms with nanosleep, because the Go runtime's own timers
 // can fire up to a millisecond late when the process is idle. It serves
-// only while at most 128 requests are generating; above that the runtime's
+// only while at most 64 requests are generating; above that the runtime's
 // timers are on time and cheaper. Turn it off to run the server
 // inside a testing/synctest bubble, where only runtime timers follow the
 // virtual clock.
