@@ -193,7 +193,10 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 	errs := []error{werr}
 	errs = append(errs, writeJSON(filepath.Join(outDir, RunFile), info))
 	errs = append(errs, writeJSON(filepath.Join(outDir, SummaryFile), res.Summary))
-	errs = append(errs, f.Sync())
+	// Close here, not only in the deferred call, so that an error closing
+	// the records file reaches the caller; the deferred Close then only
+	// covers the early returns.
+	errs = append(errs, f.Sync(), f.Close())
 	return res, errors.Join(errs...)
 }
 
