@@ -24,6 +24,8 @@ type ColdWarm struct {
 // CompareColdWarm computes the cold-start penalty from two TTFT samples (ms).
 func CompareColdWarm(target string, cold, warm []float64) ColdWarm {
 	c := ColdWarm{Target: target, ColdN: len(cold), WarmN: len(warm)}
+	// PercentileCI fails only on a percentile or confidence out of range,
+	// and both are constants here.
 	c.ColdCI, _ = PercentileCI(cold, 50, DefaultConfidence)
 	c.WarmCI, _ = PercentileCI(warm, 50, DefaultConfidence)
 	c.ColdP50, c.WarmP50 = c.ColdCI.Value, c.WarmCI.Value
