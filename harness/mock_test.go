@@ -128,6 +128,10 @@ func TestFixedModeAccuracy(t *testing.T) {
 			// step, no client can time a stream to the millisecond. That is
 			// reported as such, not as a measurement error; on a machine
 			// that gives the test its CPUs the tolerances are enforced.
+			if raceEnabled {
+				t.Logf("%s — not failing under the race detector, which slows client and mock several-fold", b)
+				continue
+			}
 			if schedP90 > time.Millisecond {
 				t.Logf("%s — not failing: goroutines waited %v (p90) for a CPU; load average %.1f× the %d CPUs", b, schedP90, overload, runtime.NumCPU())
 				continue
