@@ -135,9 +135,10 @@ type Monitor struct {
 	fdLimit   uint64
 	startTime time.Time
 
-	smu     sync.Mutex // guards s (the sampler is not concurrent)
-	s       *sampler
-	cpuBase time.Duration // process CPU at New, to report whole-run CPU
+	smu       sync.Mutex // guards s (the sampler is not concurrent)
+	s         *sampler
+	cpuBase   time.Duration // process CPU at New, to report whole-run CPU
+	cpuBaseOK bool          // whether that reading succeeded; without it CPUSince is unknown
 
 	mu       sync.Mutex
 	buf      []any // samples and verdicts not yet written
@@ -193,7 +194,7 @@ func New(opts ...Option) (*Monitor, error) {
 	}
 	m.fdLimit = fdLimit()
 	m.startTime = time.Now()
-	m.cpuBase, _ = processCPU()
+	m.cpuBase, m.cpuBaseOK = processCPU()
 	s, err := newSampler(m.startTime, m.cores, m.sockets)
 	if err != nil {
 		return nil, err
@@ -399,7 +400,7 @@ func (m *Monitor) Sample() Sample { return m.sampleNow() }
 // CPUSince is the process's CPU time since New, and whether it is known.
 func (m *Monitor) CPUSince() (time.Duration, bool) {
 	c, ok := processCPU()
-	return c - m.cpuBase, ok
+	return c - m.cpuBase, ok && m.cpuBaseOK
 }
 
 // flush writes the buffered records. A write error is kept (returned by
