@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,14 +110,7 @@ func BenchmarkOpenLoop500(b *testing.B) {
 		p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")
 		p.IgnoreEOS = true
 		p.Load = harness.Load{Rate: []float64{rate}, Arrival: harness.ArrivalPoisson, Duration: harness.Duration(10 * time.Second)}
-		res, err := harness.Run(context.Background(), p, b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-		if err != nil {
-			b.Fatal(err)
-		}
+		res, recs := runRecords(b, p)
 		var firstSent, lastSent, firstInt, lastInt int64
 		for i, r := range recs {
 			if i == 0 || r.SentNS < firstSent {

@@ -47,14 +47,7 @@ func TestStreamShapes(t *testing.T) {
 			p.IgnoreEOS = true
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")
 			p.Load = harness.Load{Concurrency: []int{2}, Requests: 4}
-			res, err := harness.Run(context.Background(), p, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, recs := runRecords(t, p)
 			for _, r := range recs {
 				if !r.OK() {
 					t.Fatalf("%s: %s %s", r.ID, r.ErrorClass, r.Error)
@@ -114,14 +107,7 @@ func TestPromptFiles(t *testing.T) {
 			p.IgnoreEOS = true
 			p.Dataset = harness.Dataset{Prompts: filepath.Join(dir, name)}
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 4}
-			res, err := harness.Run(context.Background(), p, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, recs := runRecords(t, p)
 			for _, r := range recs {
 				if !r.OK() || r.NInPlanned != 3 || r.MaxTokens != 3 || r.NOut != 3 {
 					t.Errorf("%s: ok %v planned in %d, max_tokens %d, n_out %d; want 3-token prompts and answers", r.ID, r.OK(), r.NInPlanned, r.MaxTokens, r.NOut)

@@ -38,6 +38,21 @@ func fixedMock(t testing.TB, ttft, itl time.Duration, opts ...mockllm.Option) (*
 	return m, srv
 }
 
+// runRecords runs p into a temporary directory and reads its records back,
+// failing the test on either error.
+func runRecords(tb testing.TB, p harness.Plan) (*harness.Result, []harness.Record) {
+	tb.Helper()
+	res, err := harness.Run(context.Background(), p, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res, recs
+}
+
 func basePlan(url string) harness.Plan {
 	in, _ := harness.ParseDist("fixed:32")
 	out, _ := harness.ParseDist("fixed:64")
@@ -200,14 +215,7 @@ func TestAPIs(t *testing.T) {
 				p.IgnoreEOS = true
 				p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")
 				p.Load = harness.Load{Concurrency: []int{2}, Requests: 4}
-				res, err := harness.Run(context.Background(), p, t.TempDir())
-				if err != nil {
-					t.Fatal(err)
-				}
-				recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-				if err != nil {
-					t.Fatal(err)
-				}
+				res, recs := runRecords(t, p)
 				for _, r := range recs {
 					if !r.OK() {
 						t.Fatalf("%s failed: %s %s", r.ID, r.ErrorClass, r.Error)
@@ -254,14 +262,7 @@ func TestErrorClasses(t *testing.T) {
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 2}
 			p.Timeouts.Idle = harness.Duration(300 * time.Millisecond)
 			p.Retry.RateLimited = tc.retries
-			res, err := harness.Run(context.Background(), p, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, recs := runRecords(t, p)
 			for _, r := range recs {
 				if r.ErrorClass != tc.class {
 					t.Fatalf("%s: class %q (%s), want %q", r.ID, r.ErrorClass, r.Error, tc.class)
@@ -401,14 +402,7 @@ func TestConnectionModes(t *testing.T) {
 			p.Connection, p.HTTP, p.TLS.CAFile = tc.conn, tc.http, caFile
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 5}
-			res, err := harness.Run(context.Background(), p, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, recs := runRecords(t, p)
 			reused, tlsSeen := 0, 0
 			for _, r := range recs {
 				if !r.OK() {
