@@ -23,17 +23,7 @@ import (
 // one report.md and report.html covering both into OUT.
 func TestReportFiles(t *testing.T) {
 	t.Parallel()
-	prof, err := engine.Preset("ideal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.TTFT, prof.ITL = 5*time.Millisecond, time.Millisecond
-	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(m)
-	t.Cleanup(func() { srv.Close(); m.Close() })
+	srv := fixedMockServer(t, 5*time.Millisecond, time.Millisecond)
 
 	dir := t.TempDir()
 	var runs []string

@@ -20,17 +20,7 @@ import (
 // `testbed report` rebuilds the same summary from requests.jsonl alone.
 func TestRunAndReport(t *testing.T) {
 	t.Parallel()
-	prof, err := engine.Preset("ideal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.TTFT, prof.ITL = 5*time.Millisecond, time.Millisecond
-	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(m)
-	t.Cleanup(func() { srv.Close(); m.Close() })
+	srv := fixedMockServer(t, 5*time.Millisecond, time.Millisecond)
 
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.yaml")
@@ -132,4 +122,22 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout.String())
 		}
 	}
+}
+
+// fixedMockServer serves the mock in fixed mode (model "m") behind httptest
+// for the length of the test.
+func fixedMockServer(t *testing.T, ttft, itl time.Duration) *httptest.Server {
+	t.Helper()
+	prof, err := engine.Preset("ideal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.TTFT, prof.ITL = ttft, itl
+	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(func() { srv.Close(); m.Close() })
+	return srv
 }

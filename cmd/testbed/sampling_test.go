@@ -13,8 +13,6 @@ import (
 
 	"testbed/gpu"
 	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
 )
 
 // TestRunSamplesServerMetrics runs a plan with a server_metrics section
@@ -24,17 +22,7 @@ import (
 // the last one counts every generated token.
 func TestRunSamplesServerMetrics(t *testing.T) {
 	t.Parallel()
-	prof, err := engine.Preset("ideal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.TTFT, prof.ITL = 30*time.Millisecond, 5*time.Millisecond
-	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(m)
-	t.Cleanup(func() { srv.Close(); m.Close() })
+	srv := fixedMockServer(t, 30*time.Millisecond, 5*time.Millisecond)
 
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.yaml")
@@ -158,17 +146,7 @@ func TestBenchSamplingFlags(t *testing.T) {
 // user is told.
 func TestRunWarnsOnFailedScrapes(t *testing.T) {
 	t.Parallel()
-	prof, err := engine.Preset("ideal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.TTFT, prof.ITL = 5*time.Millisecond, time.Millisecond
-	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(m)
-	t.Cleanup(func() { srv.Close(); m.Close() })
+	srv := fixedMockServer(t, 5*time.Millisecond, time.Millisecond)
 	dead := httptest.NewServer(nil)
 	dead.Close()
 	dir := t.TempDir()
