@@ -116,8 +116,8 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	sf.register(fs)
 	var smp samplingFlags // sampling.go
 	smp.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return p, "", errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return p, "", err
 	}
 	scen, err := sf.scenarios()
 	if err != nil {

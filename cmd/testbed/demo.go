@@ -35,8 +35,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	outTok, _ := harness.ParseDist("fixed:64")
 	fs.Var(&in, "input-tokens", "prompt length distribution")
 	fs.Var(&outTok, "output-tokens", "output length distribution")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	prof, err := engine.Preset(*profile)
 	if err != nil {

@@ -29,8 +29,8 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: testbed fit DIR [-o profile.yaml] [flags]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorderFlags(args)); err != nil {
-		return errUsage
+	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,22 @@ func register(c command) {
 
 // errUsage marks an error already explained to the user; main exits 2.
 var errUsage = errors.New("usage")
+
+// errHelp ends a command whose -h printed its usage: run returns nil.
+var errHelp = errors.New("help shown")
+
+// parseFlags parses args into fs, which prints its own usage and errors:
+// -h ends the command successfully (errHelp), any other error is a usage
+// error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
+	}
+	return nil
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,7 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	if err := c.run(ctx, args[1:], stdout, stderr); !errors.Is(err, errHelp) {
+		return err
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

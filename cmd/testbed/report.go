@@ -32,8 +32,8 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: testbed report [-o OUTDIR] [-svg CHARTDIR] DIR [DIR...]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorderFlags(args)); err != nil {
-		return errUsage
+	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
 	}
 	if fs.NArg() < 1 {
 		fs.Usage()

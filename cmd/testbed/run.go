@@ -28,8 +28,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: testbed run PLAN.yaml [-o DIR]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorderFlags(args)); err != nil {
-		return errUsage
+	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
