@@ -1,6 +1,7 @@
 package calibration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,39 +80,19 @@ func QuickConfig() Config {
 
 func (c *Config) fill() {
 	d := DefaultConfig()
-	if c.Model == "" {
-		c.Model = d.Model
-	}
-	if c.TTFT == 0 {
-		c.TTFT = d.TTFT
-	}
-	if c.ITL == 0 {
-		c.ITL = d.ITL
-	}
-	if c.InputTokens == 0 {
-		c.InputTokens = d.InputTokens
-	}
-	if c.OutputTokens == 0 {
-		c.OutputTokens = d.OutputTokens
-	}
+	c.Model = cmp.Or(c.Model, d.Model)
+	c.TTFT = cmp.Or(c.TTFT, d.TTFT)
+	c.ITL = cmp.Or(c.ITL, d.ITL)
+	c.InputTokens = cmp.Or(c.InputTokens, d.InputTokens)
+	c.OutputTokens = cmp.Or(c.OutputTokens, d.OutputTokens)
 	if c.Concurrency == nil && c.Rates == nil {
 		c.Concurrency, c.Rates = d.Concurrency, d.Rates
 	}
-	if c.StepDuration == 0 {
-		c.StepDuration = d.StepDuration
-	}
-	if c.MaxError == 0 {
-		c.MaxError = d.MaxError
-	}
-	if c.MaxLag == 0 {
-		c.MaxLag = d.MaxLag
-	}
-	if c.CPUShare == 0 {
-		c.CPUShare = d.CPUShare
-	}
-	if c.MaxFailures == 0 {
-		c.MaxFailures = d.MaxFailures
-	}
+	c.StepDuration = cmp.Or(c.StepDuration, d.StepDuration)
+	c.MaxError = cmp.Or(c.MaxError, d.MaxError)
+	c.MaxLag = cmp.Or(c.MaxLag, d.MaxLag)
+	c.CPUShare = cmp.Or(c.CPUShare, d.CPUShare)
+	c.MaxFailures = cmp.Or(c.MaxFailures, d.MaxFailures)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
