@@ -123,13 +123,13 @@ func WithStartupDelay(d time.Duration) Option {
 }
 
 // WithPreciseTimers turns the precise waker on (the default) or off. The
-// waker schedules every token from one goroutine on a dedicated thread and
-// times the last 1.5 ms with nanosleep, because the Go runtime's own timers
-// can fire up to a millisecond late when the process is idle. It serves
-// only while at most 64 requests are generating; above that the runtime's
-// timers are on time and cheaper. Turn it off to run the server
-// inside a testing/synctest bubble, where only runtime timers follow the
-// virtual clock.
+// waker (internal/wake) wakes streams from one goroutine that waits on a
+// Linux timerfd in the runtime's network poller, because the runtime's own
+// timers can fire up to a millisecond late when the process is idle. It
+// serves only while at most 64 requests are generating; above that the
+// runtime's timers are on time and spread better. Turn it off to run the
+// server inside a testing/synctest bubble, where only runtime timers
+// follow the virtual clock.
 func WithPreciseTimers(on bool) Option {
 	return func(c *config) { c.coarseTimers = !on }
 }

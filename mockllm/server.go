@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"testbed/internal/wake"
 	"testbed/mockllm/engine"
 )
 
@@ -40,7 +41,7 @@ type Server struct {
 	limiter *limiter
 	truth   *truthStore
 	metrics *metrics
-	waker   *waker // nil with WithPreciseTimers(false)
+	waker   *wake.Waker // nil with WithPreciseTimers(false)
 	idSeq   atomic.Uint64
 	created func() int64
 
@@ -96,7 +97,7 @@ func New(opts ...Option) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.router = s.routes()
 	if !cfg.coarseTimers {
-		s.waker = newWaker()
+		s.waker = wake.New()
 	}
 	return s, nil
 }
@@ -192,7 +193,7 @@ func (s *Server) Close() {
 	s.abortFn()
 	s.sched.Close()
 	if s.waker != nil {
-		s.waker.close()
+		s.waker.Close()
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package wake
+
+func newAlarm() alarm { return newTimerAlarm() }
