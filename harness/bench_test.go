@@ -110,7 +110,9 @@ func BenchmarkOpenLoop500(b *testing.B) {
 		p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")
 		p.IgnoreEOS = true
 		p.Load = harness.Load{Rate: []float64{rate}, Arrival: harness.ArrivalPoisson, Duration: harness.Duration(10 * time.Second)}
+		cpu0, wall0 := cpuTime(), time.Now()
 		res, recs := runRecords(b, p)
+		b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/time.Since(wall0).Seconds(), "client-cpu-%")
 		var firstSent, lastSent, firstInt, lastInt int64
 		for i, r := range recs {
 			if i == 0 || r.SentNS < firstSent {

@@ -10,10 +10,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"testbed/internal/wake"
 )
 
 // Output file names inside a results directory.
@@ -442,8 +443,12 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 		sem = make(chan struct{}, st.MaxInFlight)
 	}
 	var wg sync.WaitGroup
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	// The pacer waits on a timerfd-backed waker: sub-millisecond on time
+	// whether the process is idle or busy, and without holding a scheduler
+	// thread the request goroutines need (see internal/wake).
+	wk := wake.New()
+	defer wk.Close()
+	wt := wake.NewWaiter()
 	start := r.since() + int64(2*time.Millisecond) // time to build the first request
 	for i := range n + st.Warmup {
 		off := pacer.Next()
@@ -453,20 +458,9 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 			r.failBuild(&st, i, intended, err)
 			continue
 		}
-		// Sleep on a runtime timer until about 1 ms before the send time,
-		// then in the kernel for the rest: runtime timers wake in whole
-		// milliseconds when the process is idle.
-		if wait := intended - r.since() - int64(precisionWindow); wait > 0 {
-			timer.Reset(time.Duration(wait))
-			select {
-			case <-ctx.Done():
-			case <-timer.C:
-			}
-		}
-		if ctx.Err() != nil {
+		if !wk.Wait(ctx, wt, r.t0.Add(time.Duration(intended))) {
 			break
 		}
-		sleepPrecise(time.Duration(intended - r.since()))
 		rec := r.newRecord(&st, rq, intended)
 		r.sent.Add(1)
 		r.inflight.Add(1)
@@ -492,17 +486,9 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 			c.do(hard, rq, rec)
 			r.finish(rec)
 		})
-		// Let the new request run now: it waits in this P's run queue, and
-		// the pacer may be about to block the P in nanosleep for the next
-		// send, which would hold the request back until the sleep ends.
-		runtime.Gosched()
 	}
 	wg.Wait()
 }
-
-// precisionWindow is the last stretch before a send time slept in the
-// kernel rather than on a runtime timer.
-const precisionWindow = 1100 * time.Microsecond
 
 // progressLoop reports progress every o.every until the returned stop is called.
 func (r *runner) progressLoop(o runOptions, steps int) (stop func()) {
