@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ import (
 // so it costs as little CPU as possible. Run it with `make bench`;
 // MOCK_BENCH_COARSE=1 runs it without the precise waker, for comparison.
 func BenchmarkStreams(b *testing.B) {
-	for _, proto := range []string{"http1", "h2c"} {
+	for _, proto := range []string{"http1", "h2c", "http1-unix"} {
 		for _, streams := range []int{50, 500, 2000} {
 			b.Run(fmt.Sprintf("%s/streams=%d/itl=20ms", proto, streams), func(b *testing.B) {
 				for b.Loop() {
@@ -43,7 +44,10 @@ func BenchmarkStreams(b *testing.B) {
 // system call on its own connection; over h2c (HTTP/2 without TLS, as
 // vLLM-fronting proxies and Go clients speak it) the streams share a few
 // connections and the server coalesces their frames, so the per-token cost
-// is no longer the kernel's.
+// is no longer the kernel's. http1-unix is HTTP/1.1 over a Unix socket:
+// the same server code, with the kernel's TCP loopback path (about three
+// times the cost of a Unix socket per write on the project's VM, see
+// BenchmarkSocketFloor) taken out.
 func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, tokensPer int) {
 	const ramp = time.Second
 	ttft := itl
@@ -65,13 +69,23 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 		ts.Config.Protocols.SetUnencryptedHTTP2(true)
 		ts.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
 	}
+	network := "tcp"
+	if proto == "http1-unix" {
+		network = "unix"
+		ln, err := net.Listen("unix", b.TempDir()+"/mock.sock")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts.Listener.Close()
+		ts.Listener = ln
+	}
 	ts.Start()
 	defer ts.Close()
 	addr := ts.Listener.Addr().String()
 
 	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, tokensPer)
 	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	stream := func() error { return rawStream(addr, req) }
+	stream := func() error { return rawStream(network, addr, req) }
 	if proto == "h2c" {
 		stream = h2cStreamer(ts.URL, body)
 	}
@@ -102,10 +116,10 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 	}
 	time.Sleep(time.Until(steadyFrom))
 	lat0, tok0 := benchSnapshot(b, s)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), processCPU()
 	time.Sleep(time.Until(steadyTo))
 	lat1, tok1 := benchSnapshot(b, s)
-	window := time.Since(t0)
+	window, cpu := time.Since(t0), processCPU()-cpu0
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d streams failed", n, streams)
@@ -117,6 +131,80 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 	b.ReportMetric(late.quantile(0.99)*1e3, "lateness-p99-ms")
 	b.ReportMetric(late.quantile(0.999)*1e3, "lateness-p99.9-ms")
 	b.ReportMetric(100*late.fractionAbove(0.001), "%late>1ms")
+	b.ReportMetric(100*cpu.Seconds()/window.Seconds(), "cpu-%")
+}
+
+// processCPU is this process's user and system CPU time so far: server
+// and benchmark client together, since they share the machine's cores.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSocketFloor is the kernel's share of a token without HTTP or
+// the mock: one 180-byte write on one of n connected sockets and its read
+// by a goroutine on the other end, round robin over the connections. Its
+// cpu-µs/msg (both ends, user and system) is a floor under the mock's
+// per-token cost on HTTP/1.1, where each token is one such write:
+//
+//	go test ./mockllm -run '^$' -bench SocketFloor -benchtime 200000x
+func BenchmarkSocketFloor(b *testing.B) {
+	for _, network := range []string{"tcp", "unix"} {
+		for _, conns := range []int{1, 2000} {
+			b.Run(fmt.Sprintf("%s/conns=%d", network, conns), func(b *testing.B) {
+				addr := "127.0.0.1:0"
+				if network == "unix" {
+					addr = b.TempDir() + "/floor.sock"
+				}
+				ln, err := net.Listen(network, addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ln.Close()
+				writers := make([]net.Conn, conns)
+				var wg sync.WaitGroup
+				for i := range writers {
+					c, err := net.Dial(network, ln.Addr().String())
+					if err != nil {
+						b.Fatal(err)
+					}
+					s, err := ln.Accept()
+					if err != nil {
+						b.Fatal(err)
+					}
+					writers[i] = s
+					wg.Go(func() {
+						defer c.Close()
+						buf := make([]byte, 16<<10)
+						for {
+							if _, err := c.Read(buf); err != nil {
+								return
+							}
+						}
+					})
+				}
+				msg := make([]byte, 180)
+				cpu0 := processCPU()
+				i := 0
+				for b.Loop() {
+					if _, err := writers[i%conns].Write(msg); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				// Let the readers drain before counting their CPU.
+				time.Sleep(100 * time.Millisecond)
+				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/msg")
+				for _, w := range writers {
+					w.Close()
+				}
+				wg.Wait()
+			})
+		}
+	}
 }
 
 // h2cStreamer returns a function that streams one request over a shared
@@ -153,8 +241,8 @@ func h2cStreamer(base, body string) func() error {
 
 // rawStream sends one request on a fresh connection and reads until the
 // stream's [DONE], without parsing: the cheapest possible client.
-func rawStream(addr string, req []byte) error {
-	c, err := net.Dial("tcp", addr)
+func rawStream(network, addr string, req []byte) error {
+	c, err := net.Dial(network, addr)
 	if err != nil {
 		return err
 	}
