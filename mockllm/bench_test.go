@@ -30,7 +30,7 @@ import (
 // MOCK_BENCH_COARSE=1 runs it without the precise waker, for comparison.
 func BenchmarkStreams(b *testing.B) {
 	for _, proto := range []string{"http1", "h2c", "http1-unix"} {
-		for _, streams := range []int{50, 500, 2000} {
+		for _, streams := range []int{50, 500, 1000, 2000} {
 			b.Run(fmt.Sprintf("%s/streams=%d/itl=20ms", proto, streams), func(b *testing.B) {
 				for b.Loop() {
 					benchStreams(b, proto, streams, 20*time.Millisecond, 250)

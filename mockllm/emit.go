@@ -148,14 +148,19 @@ func (e *emitter) pace(due time.Time) time.Time {
 }
 
 // preciseMaxStreams is the load up to which streams sleep on the precise
-// waker (internal/wake). Below it the process is idle between tokens, and
-// the runtime's timers, parked in epoll_wait's whole milliseconds, fire up
-// to 1 ms late. Above it the scheduler is busy enough to check its timers
-// at every goroutine switch, and one runtime timer per stream spreads the
-// wake-ups over every P where the waker's one goroutine serialises them:
-// at 2,000 streams (`make bench`, http1-unix) lateness p50 was 0.04 ms on
-// runtime timers and 5 ms through the waker.
-const preciseMaxStreams = 64
+// waker (internal/wake). Below it the process is idle between tokens often
+// enough that the runtime's timers, parked in epoll_wait's whole
+// milliseconds, fire up to 1 ms late: at 500 streams over a Unix socket
+// (`make bench`, http1-unix) lateness p99 was 2.4 ms with 17 % of tokens
+// over 1 ms on runtime timers, 0.47 ms and 0.2 % on the waker; at
+// concurrency 100 the harness's TTFT p50 read 103–105 ms against the
+// mock's 100 on runtime timers, 101.6–102.8 ms on the waker. Above it the
+// scheduler is busy enough to check its timers at every goroutine switch,
+// and one runtime timer per stream spreads the wake-ups over every P where
+// the waker's one goroutine serialises them and costs more CPU: at 2,000
+// streams lateness p50 was 0.02 ms on runtime timers and 4.1 ms on the
+// waker.
+const preciseMaxStreams = 512
 
 // sleep waits until t, on the server's precise waker at low load, else on
 // the emitter's one runtime timer.

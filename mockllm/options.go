@@ -126,7 +126,7 @@ func WithStartupDelay(d time.Duration) Option {
 // waker (internal/wake) wakes streams from one goroutine that waits on a
 // Linux timerfd in the runtime's network poller, because the runtime's own
 // timers can fire up to a millisecond late when the process is idle. It
-// serves only while at most 64 requests are generating; above that the
+// serves only while at most 512 requests are generating; above that the
 // runtime's timers are on time and spread better. Turn it off to run the
 // server inside a testing/synctest bubble, where only runtime timers
 // follow the virtual clock.
