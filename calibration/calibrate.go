@@ -427,8 +427,12 @@ func (r *Report) sentence(cfg Config) string {
 	if c.Concurrency == 0 && c.RequestsPerS == 0 {
 		return fmt.Sprintf("this machine could not drive even the first level with measurement error ≤ %v (%s)", cfg.MaxError, c.Reason)
 	}
-	return fmt.Sprintf("this machine can drive up to %d streams / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
-		c.Concurrency, c.RequestsPerS, c.TokensPerS, cfg.MaxError, cfg.MaxLag, 100*cfg.CPUShare)
+	streams := "streams"
+	if c.Concurrency == 1 {
+		streams = "stream"
+	}
+	return fmt.Sprintf("this machine can drive up to %d %s / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
+		c.Concurrency, streams, c.RequestsPerS, c.TokensPerS, cfg.MaxError, cfg.MaxLag, 100*cfg.CPUShare)
 }
 
 // line is a level's progress line.
