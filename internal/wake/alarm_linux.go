@@ -2,7 +2,6 @@ package wake
 
 import (
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,12 +19,10 @@ import (
 // Whichever fires second finds the alarm already reset, or causes one
 // spurious wait() return, which the Waker's loop tolerates.
 type fdAlarm struct {
-	fd    int
-	f     *os.File
-	t     *time.Timer
-	fired chan struct{} // the timerfd went off (buffered 1)
-	stop  chan struct{}
-	once  sync.Once
+	*timerAlarm // the runtime-timer half, and the stop channel
+	fd          int
+	f           *os.File
+	fired       chan struct{} // the timerfd went off (buffered 1)
 }
 
 func newAlarm() alarm {
@@ -33,11 +30,9 @@ func newAlarm() alarm {
 	if err != nil {
 		return newTimerAlarm()
 	}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
 	// A non-blocking descriptor handed to os.NewFile joins the poller.
-	a := &fdAlarm{fd: fd, f: os.NewFile(uintptr(fd), "timerfd"), t: t,
-		fired: make(chan struct{}, 1), stop: make(chan struct{})}
+	a := &fdAlarm{timerAlarm: newTimerAlarm(), fd: fd, f: os.NewFile(uintptr(fd), "timerfd"),
+		fired: make(chan struct{}, 1)}
 	go a.read()
 	return a
 }
@@ -61,7 +56,7 @@ func (a *fdAlarm) set(d time.Duration) {
 	its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, 1)))}
 	// EBADF after close is the only failure, and then nobody waits.
 	_ = unix.TimerfdSettime(a.fd, 0, &its, nil)
-	a.t.Reset(d)
+	a.timerAlarm.set(d)
 }
 
 func (a *fdAlarm) wait() bool {
@@ -76,9 +71,6 @@ func (a *fdAlarm) wait() bool {
 }
 
 func (a *fdAlarm) close() {
-	a.once.Do(func() {
-		close(a.stop)
-		a.t.Stop()
-		a.f.Close()
-	})
+	a.timerAlarm.close()
+	a.f.Close()
 }

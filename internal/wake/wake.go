@@ -12,8 +12,11 @@
 // timerfd for the earliest. The timerfd is registered with the runtime's
 // network poller like a socket, so the poller's epoll_wait returns the
 // moment it expires (hrtimer resolution, tens of µs on a VM), and no P is
-// held meanwhile. One goroutine reads the timerfd and wakes every waiter
-// that is due; waiters due together cost one wake-up of that goroutine.
+// held meanwhile. A runtime timer set to the same time stands beside it,
+// for a busy process, whose scheduler checks timers at every switch but
+// polls the network less often. One goroutine wakes on the earlier of the
+// two and wakes every waiter that is due; waiters due together cost one
+// wake-up of that goroutine.
 // Off Linux, or where no timerfd can be had, a runtime timer stands in.
 package wake
 
@@ -58,7 +61,8 @@ func (h *waitHeap) Pop() any {
 	return w
 }
 
-// alarm is what the waking goroutine sleeps on: a timerfd on Linux.
+// alarm is what the waking goroutine sleeps on: on Linux a timerfd and a
+// runtime timer, elsewhere the runtime timer alone.
 type alarm interface {
 	// set makes wait return at about d from now, replacing any earlier
 	// setting; d <= 0 means at once (never "disarm": a waiter that raced
@@ -181,4 +185,9 @@ func (a *timerAlarm) wait() bool {
 	}
 }
 
-func (a *timerAlarm) close() { a.once.Do(func() { close(a.stop) }) }
+func (a *timerAlarm) close() {
+	a.once.Do(func() {
+		close(a.stop)
+		a.t.Stop()
+	})
+}
