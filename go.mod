@@ -1,4 +1,4 @@
-module testbed
+module github.com/llm-testbed/testbed
 
 go 1.26.0
 

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"testbed/harness"
-	"testbed/harness/clientmon"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // Config is a calibration run. The zero value of each field takes the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"testbed/harness"
-	"testbed/mockllm"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
 )
 
 // The round trip over the wire: the real mock in engine mode behind HTTP,

@@ -14,8 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // simulate runs a closed-loop concurrency ladder against the mock's engine

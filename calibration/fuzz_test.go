@@ -3,7 +3,7 @@ package calibration
 import (
 	"testing"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // FuzzFit drives the reconstruction and the fit with arbitrary timings:

@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // Step reconstruction: a continuous-batching server (vLLM, TGI, the mock's

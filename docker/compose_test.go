@@ -16,7 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // composeFile is the part of a compose file these tests check.

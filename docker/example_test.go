@@ -8,7 +8,7 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"testbed/docker"
+	"github.com/llm-testbed/testbed/docker"
 )
 
 // A test starts the mock from the locally built image and talks to it

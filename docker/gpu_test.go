@@ -13,8 +13,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"testbed/docker"
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/docker"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // TestGPUServers starts vLLM and TGI on this host's GPUs and runs a short

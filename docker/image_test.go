@@ -10,7 +10,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"testbed/docker"
+	"github.com/llm-testbed/testbed/docker"
 )
 
 // TestImage checks the image the way docker/Dockerfile promises it: a

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/docker"
+	"github.com/llm-testbed/testbed/docker"
 )
 
 func TestMain(m *testing.M) {

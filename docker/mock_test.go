@@ -20,9 +20,9 @@ import (
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"testbed/docker"
-	"testbed/harness"
-	"testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/docker"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/clientmon"
 )
 
 // truth is the mock's ground truth of one request (CONTRACTS.md); only the

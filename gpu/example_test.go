@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"testbed/gpu"
+	"github.com/llm-testbed/testbed/gpu"
 )
 
 func ExampleParseMetrics() {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // newMock serves a real mock (fixed mode, model "m") over httptest.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // mockEnv makes the test binary serve the mock instead of running tests,

@@ -3,6 +3,8 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
 // chunk is what the client needs from one streamed event. It is found by
@@ -43,12 +45,12 @@ func valueAfter(b, key []byte) []byte {
 		}
 		rest := b[i+len(key):]
 		j := 0
-		for j < len(rest) && isSpace(rest[j]) {
+		for j < len(rest) && jsonSpace(rest[j]) {
 			j++
 		}
 		if j < len(rest) && rest[j] == ':' {
 			j++
-			for j < len(rest) && isSpace(rest[j]) {
+			for j < len(rest) && jsonSpace(rest[j]) {
 				j++
 			}
 			return rest[j:]
@@ -57,49 +59,17 @@ func valueAfter(b, key []byte) []byte {
 	}
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// jsonSpace is the JSON grammar's whitespace between tokens, not the tokenizer's.
+func jsonSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// nonEmptyString reports whether v starts with a JSON string of at least one character.
-func nonEmptyString(v []byte) bool { return len(v) >= 2 && v[0] == '"' && v[1] != '"' }
 
 // textValue reports whether v starts with a non-empty JSON string, and
-// how many whitespace-separated words it holds (escaped \n, \t, \r and
-// \u0020 count as whitespace). Servers send one token per event almost
-// always; when an event carries several, its word count is the client's
-// estimate of how many (exact for the mock's tokenizer).
+// how many words it holds by the shared tokenizer's rule. Servers send one
+// token per event almost always; when an event carries several, its word
+// count is the client's estimate of how many (exact for the mock).
 func textValue(v []byte) (nonEmpty bool, words int) {
-	if !nonEmptyString(v) {
-		return false, 0
-	}
-	inWord := false
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		space := false
-		switch c {
-		case '"':
-			return true, words
-		case ' ', '\t', '\n', '\r':
-			space = true
-		case '\\':
-			if i+1 < len(v) {
-				i++
-				switch v[i] {
-				case 'n', 't', 'r', 'f':
-					space = true
-				case 'u':
-					space = i+4 < len(v) && string(v[i+1:i+5]) == "0020"
-					i += 4
-				}
-			}
-		}
-		if space {
-			inWord = false
-		} else if !inWord {
-			inWord = true
-			words++
-		}
-	}
-	return true, words
+	words, nonEmpty = tokens.CountQuoted(v)
+	return nonEmpty, words
 }
 
 // notNull reports whether v starts with a value other than null.

@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"testbed/harness/sse"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/harness/sse"
+	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
 // client sends one target's requests and times them.

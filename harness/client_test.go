@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
 )
 
 // TestStreamShapes checks the client against the mock's streaming

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
 // Request is one prepared request: its body is built before its send time,

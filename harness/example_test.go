@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -15,10 +15,10 @@ import (
 
 	"github.com/shirou/gopsutil/v4/load"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // fixedMock starts the real mock in fixed mode behind httptest.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // verdicts is a StepMonitor that calls the second step client-bound.

@@ -55,7 +55,7 @@ const (
 )
 
 // Dataset describes the requests. Synthetic prompts have exactly the drawn
-// number of tokens for the mock's tokenizer (testbed/mockllm/tokens);
+// number of tokens for the mock's tokenizer (internal/tokens);
 // prompt files supply real text instead.
 type Dataset struct {
 	InputTokens  Dist   `yaml:"input_tokens,omitempty" json:"input_tokens"`

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"testbed/internal/wake"
+	"github.com/llm-testbed/testbed/internal/wake"
 )
 
 // Output file names inside a results directory.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // TestWithStart: offsets in the records count from the caller's start, so

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
 // Probe lengths for long-context calibration, in mock tokens (words). Two

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 func TestScenarioExpansion(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // BenchmarkStreams holds 2,000 concurrent streams at ITL 20 ms (100,000

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"testbed/internal/wake"
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/internal/wake"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // emitter writes one request's response against the scheduler's due times.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // TestEngineProfileTiming runs the H100 step model behind the HTTP layer:

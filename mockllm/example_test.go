@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // A mock with a fixed 10 ms TTFT and 1 ms ITL behind httptest: a prompt of

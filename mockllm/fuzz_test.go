@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // FuzzDecodeRequest drives the request decoder of every API, then the

@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

@@ -11,8 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // officialClient is the official OpenAI Go client pointed at a mock behind

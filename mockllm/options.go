@@ -3,7 +3,7 @@ package mockllm
 import (
 	"time"
 
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // Option configures New.

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
 // API names, as in Truth.API.

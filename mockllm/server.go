@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"testbed/internal/wake"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/internal/wake"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 func init() {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"testbed/mockllm/engine"
-	"testbed/mockllm/tokens"
+	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // fastServer is a real server with short fixed timings, behind httptest.

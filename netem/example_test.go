@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"testbed/netem"
+	"github.com/llm-testbed/testbed/netem"
 )
 
 func ExampleParseRate() {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // startProxy runs a proxy on loopback in front of upstream.

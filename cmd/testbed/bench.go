@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 func init() {

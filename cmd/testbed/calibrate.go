@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"testbed/calibration"
+	"github.com/llm-testbed/testbed/calibration"
 )
 
 func init() {

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // bench stores the client's samples beside the records: client.jsonl holds

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/clientmon"
 )
 
 // clientSamplesFile holds the client's self-monitoring samples and step

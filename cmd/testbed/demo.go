@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 func init() {

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"testbed/calibration"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/calibration"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 func init() {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 func init() {

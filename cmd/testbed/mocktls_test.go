@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 func TestSelfSignedTLS(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"testbed/netem"
+	"github.com/llm-testbed/testbed/netem"
 )
 
 func init() {

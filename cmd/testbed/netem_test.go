@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/gpu"
+	"github.com/llm-testbed/testbed/gpu"
 )
 
 var netemRE = regexp.MustCompile(`netem: (127\.0\.0\.1:\d+) -> `)

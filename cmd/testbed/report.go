@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
-	"testbed/harness/report"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/report"
 )
 
 func init() {

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
-	"testbed/harness/report"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/report"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // TestReportFiles runs two short runs against the mock and checks that

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 func init() {

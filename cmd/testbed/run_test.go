@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // TestRunAndReport runs a plan file against the mock, then checks that

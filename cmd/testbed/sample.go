@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"testbed/gpu"
+	"github.com/llm-testbed/testbed/gpu"
 )
 
 func init() {

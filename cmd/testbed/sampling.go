@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"testbed/gpu"
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // startPlanSampling starts the server-side samplers plan asks for

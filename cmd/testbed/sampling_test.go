@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"testbed/gpu"
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // TestRunSamplesServerMetrics runs a plan with a server_metrics section

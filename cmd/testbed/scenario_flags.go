@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // scenarioFlags are bench's switches for the methodology's scenarios

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 func TestBenchScenarioFlags(t *testing.T) {

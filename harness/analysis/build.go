@@ -11,7 +11,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // Analysis is the content of DIR/analysis.json.

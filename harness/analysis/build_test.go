@@ -7,7 +7,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // TestIntervalHist checks that intervals read from the ITL histogram match

@@ -1,6 +1,6 @@
 package analysis
 
-import "testbed/harness"
+import "github.com/llm-testbed/testbed/harness"
 
 // LadderOf returns the ladder a summary step belongs to and its load on
 // it, or "" for steps outside the concurrency and rate ladders.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // TestAnomaliesFromMock streams from the real mock with each streaming

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // burn keeps one goroutine busy on the CPU for d of wall time.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"testbed/harness"
-	"testbed/harness/clientmon"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // A real run against the real mock, watched by the monitor: the verdict

@@ -3,7 +3,7 @@ package clientmon
 import (
 	"fmt"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // Monitor implements the harness's step hook.

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // ranked is one target's place in a scenario's ranking.

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
-	"testbed/harness/clientmon"
-	"testbed/mockllm"
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // serveMock starts the real mock behind httptest with the profile file at

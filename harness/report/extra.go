@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"testbed/harness"
+	"github.com/llm-testbed/testbed/harness"
 )
 
 // distributions draws latency CDFs: per target, TTFT and E2E at each step

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // limitations writes what the numbers cannot say, found from the run

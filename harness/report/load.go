@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
-	"testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/clientmon"
 )
 
 // Run is one results directory, read back from its files.

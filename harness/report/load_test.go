@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // copyRun copies the committed golden run into a temporary directory,

@@ -5,8 +5,8 @@ import (
 	"math"
 	"sort"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // stepV is one step as the report sees it.

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"testbed/harness"
-	"testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // group is one section of the dimensions: a scenario, or a pair compared.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"testbed/mockllm/engine"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // A fixed-mode scheduler gives every request the profile's TTFT and ITL;

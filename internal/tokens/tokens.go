@@ -1,6 +1,8 @@
-// Package tokens is the mock server's tokenizer: deterministic, documented and
-// cheap, so a client can build a prompt of an exact token length and predict
-// every usage figure the mock reports.
+// Package tokens is the testbed's shared word tokenizer: one token per
+// whitespace-separated word. The mock counts and generates with it, and the
+// harness builds prompts of an exact token length and counts the words a
+// streamed chunk carries with it, so both sides agree on every usage figure.
+// It is deterministic, documented and cheap.
 //
 // The rule: a token is a maximal run of non-whitespace characters, where
 // whitespace is what unicode.IsSpace says (the same split as strings.Fields).
@@ -23,6 +25,7 @@
 package tokens
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -159,3 +162,59 @@ var words = func() []string {
 	}
 	return ws
 }()
+
+// CountQuoted counts the tokens of the JSON string literal at the start of
+// v (v[0] must be '"') without decoding it, by the same rule as Count:
+// escaped whitespace (\n, \t, \r, \f, \u0020, \u00a0, ...) separates words
+// like the character it stands for. It returns the count and whether the
+// literal was non-empty; it stops at the closing quote or the end of v.
+// The harness uses it to count the words of a streamed chunk in place.
+func CountQuoted(v []byte) (n int, nonEmpty bool) {
+	if len(v) < 2 || v[0] != '"' || v[1] == '"' {
+		return 0, false
+	}
+	inWord := false
+	for i := 1; i < len(v); {
+		c := v[i]
+		var space bool
+		switch {
+		case c == '"':
+			return n, true
+		case c == '\\':
+			space, i = escapedSpace(v, i)
+		case c < utf8.RuneSelf:
+			space = asciiSpace[c]
+			i++
+		default:
+			r, size := utf8.DecodeRune(v[i:])
+			space = unicode.IsSpace(r)
+			i += size
+		}
+		if space {
+			inWord = false
+		} else if !inWord {
+			inWord = true
+			n++
+		}
+	}
+	return n, true
+}
+
+// escapedSpace reads the escape sequence at v[i] (a backslash) and reports
+// whether it stands for whitespace, and the index after it.
+func escapedSpace(v []byte, i int) (space bool, next int) {
+	if i+1 >= len(v) {
+		return false, len(v)
+	}
+	switch v[i+1] {
+	case 'n', 't', 'r', 'f':
+		return true, i + 2
+	case 'u':
+		if i+6 > len(v) {
+			return false, len(v)
+		}
+		r, err := strconv.ParseUint(string(v[i+2:i+6]), 16, 32)
+		return err == nil && unicode.IsSpace(rune(r)), i + 6
+	}
+	return false, i + 2
+}

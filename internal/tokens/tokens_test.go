@@ -1,9 +1,11 @@
 package tokens
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCount(t *testing.T) {
@@ -147,4 +149,28 @@ func BenchmarkCount(b *testing.B) {
 	for b.Loop() {
 		Count(s)
 	}
+}
+
+// FuzzCountQuoted holds the harness's in-place count of a JSON-quoted chunk
+// to the tokenizer's own count of the decoded text: one rule, two readers.
+func FuzzCountQuoted(f *testing.F) {
+	for _, s := range []string{"", " ", "hello", "a b", "a\nb\tc", "x\u00a0y", "\u2028z", `q"uote\`, "é à"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			t.Skip("JSON encoding replaces invalid UTF-8")
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, nonEmpty := CountQuoted(b)
+		if want := Count(s); n != want {
+			t.Errorf("CountQuoted(%s) = %d, Count = %d", b, n, want)
+		}
+		if nonEmpty != (s != "") {
+			t.Errorf("CountQuoted(%s) nonEmpty = %v", b, nonEmpty)
+		}
+	})
 }
