@@ -49,7 +49,7 @@ TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP
 test: vet fmt-check
 	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v "/docker$$")
 	$(GO) test -race -timeout 10m ./docker/
-	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/report/ ./calibration/
+	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/report/ ./calibration/fit/
 
 vet:
 	$(GO) vet ./...

@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/llm-testbed/testbed/calibration"
+	"github.com/llm-testbed/testbed/calibration/ceiling"
 )
 
 func init() {
@@ -17,7 +17,7 @@ func init() {
 func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := calibration.DefaultConfig()
+	def := ceiling.DefaultConfig()
 	quick := fs.Bool("quick", false, "short run: c=1,10,100 and 50,200 req/s, 1s per level")
 	url := fs.String("url", "", "base URL of a mock running in another process (testbed mock); default: start one in this process, sharing its CPU")
 	model := fs.String("model", def.Model, "model name the mock serves")
@@ -51,7 +51,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
-		cfg = calibration.QuickConfig()
+		cfg = ceiling.QuickConfig()
 	}
 	// Flags given explicitly override --quick.
 	for name, apply := range map[string]func(){
@@ -69,7 +69,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.URL, cfg.Model, cfg.MaxError, cfg.MaxLag, cfg.CPUShare, cfg.KeepGoing, cfg.Seed = *url, *model, *maxErr, *maxLag, *cpu, *keep, *seed
 	cfg.OutDir = resultsDir(*out, "calibrate")
 	cfg.Log, cfg.Warnings = stderr, stderr
-	rep, err := calibration.Calibrate(ctx, cfg)
+	rep, err := ceiling.Find(ctx, cfg)
 	if rep == nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/llm-testbed/testbed/calibration"
+	"github.com/llm-testbed/testbed/calibration/fit"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
@@ -46,11 +46,11 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	opts := []calibration.FitOption{calibration.WithBase(bp), calibration.WithTarget(*target), calibration.WithMode(*mode), calibration.WithName(*name)}
+	opts := []fit.Option{fit.WithBase(bp), fit.WithTarget(*target), fit.WithMode(*mode), fit.WithName(*name)}
 	if *gap > 0 {
-		opts = append(opts, calibration.WithBurstGap(*gap))
+		opts = append(opts, fit.WithBurstGap(*gap))
 	}
-	res, err := calibration.FitDir(dir, opts...)
+	res, err := fit.Dir(dir, opts...)
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,19 @@ func Percentile(sorted []float64, p float64) float64 {
 	return sorted[r-1]
 }
 
+// Quantile is the q-th quantile (q in 0..1) of v by linear interpolation
+// between the closest ranks. It sorts v in place; an empty v gives 0.
+func Quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	pos := q * float64(len(v)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
+}
+
 // PercentileCI computes the sample percentile and its distribution-free
 // confidence interval. values need not be sorted; they are not modified.
 func PercentileCI(values []float64, p, confidence float64) (Interval, error) {

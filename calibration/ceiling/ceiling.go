@@ -1,4 +1,4 @@
-package calibration
+package ceiling
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/harness/clientmon"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -199,10 +201,10 @@ type Report struct {
 	End         time.Time `json:"end"`
 }
 
-// Calibrate runs the ladders against the mock and compares every client
+// Find runs the ladders against the mock and compares every client
 // measurement with the mock's ground truth. It writes OutDir/calibration.json
 // and returns the report.
-func Calibrate(ctx context.Context, cfg Config) (*Report, error) {
+func Find(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -522,7 +524,7 @@ func quantiles(v []float64) Quantiles {
 	if len(v) == 0 {
 		return Quantiles{}
 	}
-	q := Quantiles{P50: quantile(v, 0.5), P99: quantile(v, 0.99)}
+	q := Quantiles{P50: analysis.Quantile(v, 0.5), P99: analysis.Quantile(v, 0.99)}
 	q.Max = v[len(v)-1] // quantile sorted v
 	return Quantiles{P50: round(q.P50, 3), P99: round(q.P99, 3), Max: round(q.Max, 3)}
 }
@@ -618,4 +620,10 @@ func (r *remoteTruth) refresh(ctx context.Context) error {
 func (r *remoteTruth) get(id string) (mockllm.Truth, bool) {
 	t, ok := r.byID[id]
 	return t, ok
+}
+
+// round keeps digits decimals: milliseconds to the microsecond.
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
 }

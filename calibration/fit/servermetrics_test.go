@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ func TestServerBatch(t *testing.T) {
 			if (err != nil) != tc.wantError || got != tc.want {
 				t.Fatalf("decode = %+v, %v; want %+v", got, err, tc.want)
 			}
-			e := &EngineFit{MaxNumSeqs: 256, CapSource: "not reached"}
+			e := &Engine{MaxNumSeqs: 256, CapSource: "not reached"}
 			e.applyServerBatch(got)
 			if e.MaxNumSeqs != tc.wantCap || e.CapSource != tc.wantSrc {
 				t.Errorf("cap %d from %q, want %d from %q", e.MaxNumSeqs, e.CapSource, tc.wantCap, tc.wantSrc)
@@ -49,7 +49,7 @@ func TestServerBatch(t *testing.T) {
 	}
 }
 
-// FitDir reads server_metrics.jsonl beside requests.jsonl and takes the
+// Dir reads server_metrics.jsonl beside requests.jsonl and takes the
 // cap from it when the reconstruction never saw the batch full.
 func TestFitDirServerMetrics(t *testing.T) {
 	t.Parallel()
@@ -68,7 +68,7 @@ func TestFitDirServerMetrics(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	noMetrics, err := FitDir(dir)
+	noMetrics, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestFitDirServerMetrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ServerMetricsFile), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := FitDir(dir)
+	res, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build race
 
-package calibration
+package fit
 
 // raceEnabled: the race detector slows the mock and the client several-fold,
 // so real-time measurements through HTTP say nothing about the fit then.

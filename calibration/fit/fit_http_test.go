@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestFitRoundTripHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fit, err := FitDir(res.Dir)
+	fit, err := Dir(res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

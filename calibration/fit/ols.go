@@ -1,10 +1,11 @@
-package calibration
+package fit
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // linearFit is an ordinary least-squares fit y ≈ X·coef.
@@ -138,19 +139,6 @@ func invert(A [][]float64) ([][]float64, error) {
 	return out, nil
 }
 
-// quantile returns the q-quantile (0..1) of v by linear interpolation
-// between closest ranks; v is sorted in place. 0 for no values.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	sort.Float64s(v)
-	pos := q * float64(len(v)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
-}
-
 // robustSigma is 1.4826 × the median absolute deviation: the standard
 // deviation of normal data, unmoved by a few wild values.
 func robustSigma(v []float64) float64 {
@@ -158,9 +146,9 @@ func robustSigma(v []float64) float64 {
 		return 0
 	}
 	c := append([]float64(nil), v...)
-	med := quantile(c, 0.5)
+	med := analysis.Quantile(c, 0.5)
 	for i := range c {
 		c[i] = math.Abs(c[i] - med)
 	}
-	return 1.4826 * quantile(c, 0.5)
+	return 1.4826 * analysis.Quantile(c, 0.5)
 }

@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"errors"
@@ -14,13 +14,14 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
-// FitOption configures Fit.
-type FitOption func(*fitConfig)
+// Option configures Fit.
+type Option func(*config)
 
-type fitConfig struct {
+type config struct {
 	server *ServerBatch
 	target string
 	base   engine.Profile
@@ -31,43 +32,43 @@ type fitConfig struct {
 
 // WithTarget fits the records of the named target (needed when a run
 // measured several).
-func WithTarget(name string) FitOption { return func(c *fitConfig) { c.target = name } }
+func WithTarget(name string) Option { return func(c *config) { c.target = name } }
 
 // WithBase takes the fields a run cannot reveal (KV-cache size, block size,
 // token budget, max_model_len) from p. Default: the llama3-8b-h100 preset.
-func WithBase(p engine.Profile) FitOption { return func(c *fitConfig) { c.base = p } }
+func WithBase(p engine.Profile) Option { return func(c *config) { c.base = p } }
 
 // WithBurstGap overrides the gap that separates two steps' bursts of chunks
 // (default: half the shortest typical inter-token gap).
-func WithBurstGap(d time.Duration) FitOption { return func(c *fitConfig) { c.gapNS = int64(d) } }
+func WithBurstGap(d time.Duration) Option { return func(c *config) { c.gapNS = int64(d) } }
 
 // WithName names the fitted profile.
-func WithName(name string) FitOption { return func(c *fitConfig) { c.name = name } }
+func WithName(name string) Option { return func(c *config) { c.name = name } }
 
 // WithMode forces the fitted profile's mode (engine.ModeFixed or
 // engine.ModeEngine); by default engine when the step fit is good.
-func WithMode(mode string) FitOption { return func(c *fitConfig) { c.mode = mode } }
+func WithMode(mode string) Option { return func(c *config) { c.mode = mode } }
 
-// WithServerBatch adds the server's own batch gauges (see FitDir, which
+// WithServerBatch adds the server's own batch gauges (see Dir, which
 // reads them from server_metrics.jsonl when the run scraped any).
-func WithServerBatch(b ServerBatch) FitOption { return func(c *fitConfig) { c.server = &b } }
+func WithServerBatch(b ServerBatch) Option { return func(c *config) { c.server = &b } }
 
-// FitResult is a fitted profile and the evidence behind it.
-type FitResult struct {
+// Result is a fitted profile and the evidence behind it.
+type Result struct {
 	Profile  engine.Profile
 	Target   string
 	Requests int // records of the target
 
 	// Engine is the step-model fit; nil when it failed (EngineErr says why).
-	Engine    *EngineFit
+	Engine    *Engine
 	EngineErr error
-	Fixed     FixedFit
+	Fixed     Fixed
 	// Notes are caveats in plain words, printed with the fit.
 	Notes []string
 }
 
-// EngineFit is the least-squares fit of the step model to reconstructed steps.
-type EngineFit struct {
+// Engine is the least-squares fit of the step model to reconstructed steps.
+type Engine struct {
 	Beta0US, Beta1US, Beta2US float64
 	StdErrUS                  [3]float64 // standard errors of β0, β1, β2
 	R2                        float64
@@ -104,8 +105,8 @@ type EngineFit struct {
 	IdleTimeout time.Duration // 0: only the first request paid the cold start
 }
 
-// FixedFit is the fixed-mode fit from the least-loaded step.
-type FixedFit struct {
+// Fixed is the fixed-mode fit from the least-loaded step.
+type Fixed struct {
 	Level    string // the step it comes from, e.g. "c=1"
 	Requests int
 	TTFT     time.Duration // median
@@ -123,8 +124,8 @@ const (
 	minR2          = 0.90
 )
 
-// FitDir fits the run in dir (its requests.jsonl).
-func FitDir(dir string, opts ...FitOption) (*FitResult, error) {
+// Dir fits the run in dir (its requests.jsonl).
+func Dir(dir string, opts ...Option) (*Result, error) {
 	recs, err := harness.ReadRecords(filepath.Join(dir, "requests.jsonl"))
 	if err != nil {
 		return nil, fmt.Errorf("fit: %w", err)
@@ -134,18 +135,18 @@ func FitDir(dir string, opts ...FitOption) (*FitResult, error) {
 		return nil, fmt.Errorf("fit: %w", err)
 	}
 	if ok {
-		opts = append([]FitOption{WithServerBatch(b)}, opts...)
+		opts = append([]Option{WithServerBatch(b)}, opts...)
 	}
-	return Fit(recs, opts...)
+	return Records(recs, opts...)
 }
 
-// Fit fits a mock profile to the records of one run against a server.
-func Fit(recs []harness.Record, opts ...FitOption) (*FitResult, error) {
+// Records fits a mock profile to the records of one run against a server.
+func Records(recs []harness.Record, opts ...Option) (*Result, error) {
 	base, err := engine.Preset("llama3-8b-h100")
 	if err != nil {
 		return nil, err
 	}
-	cfg := fitConfig{base: base}
+	cfg := config{base: base}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -156,7 +157,7 @@ func Fit(recs []harness.Record, opts ...FitOption) (*FitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &FitResult{Target: target, Requests: len(mine)}
+	res := &Result{Target: target, Requests: len(mine)}
 
 	res.Fixed, err = fitFixed(mine)
 	if err != nil {
@@ -241,7 +242,7 @@ func keys[V any](m map[string]V) []string {
 
 // fitFixed takes TTFT and ITL from the least-loaded step of the run, where
 // queueing inside the server is least.
-func fitFixed(recs []harness.Record) (FixedFit, error) {
+func fitFixed(recs []harness.Record) (Fixed, error) {
 	type level struct {
 		step int
 		c    int
@@ -254,7 +255,7 @@ func fitFixed(recs []harness.Record) (FixedFit, error) {
 		}
 	}
 	if len(levels) == 0 {
-		return FixedFit{}, errors.New("fit: no successful request with a first token")
+		return Fixed{}, errors.New("fit: no successful request with a first token")
 	}
 	var low *level
 	load := func(l level) float64 { // closed loop before open loop, then by load
@@ -269,7 +270,7 @@ func fitFixed(recs []harness.Record) (FixedFit, error) {
 			low = &l
 		}
 	}
-	f := FixedFit{Level: fmt.Sprintf("c=%d", low.c)}
+	f := Fixed{Level: fmt.Sprintf("c=%d", low.c)}
 	if low.c == 0 {
 		f.Level = fmt.Sprintf("%g req/s", low.rate)
 	}
@@ -290,16 +291,16 @@ func fitFixed(recs []harness.Record) (FixedFit, error) {
 			}
 		}
 	}
-	f.TTFT = time.Duration(quantile(ttft, 0.5))
-	f.TTFTP99 = time.Duration(quantile(ttft, 0.99))
+	f.TTFT = time.Duration(analysis.Quantile(ttft, 0.5))
+	f.TTFTP99 = time.Duration(analysis.Quantile(ttft, 0.99))
 	if len(itl) == 0 {
 		// Single-token outputs: no ITL to measure; keep a positive value.
 		f.ITL = time.Millisecond
 		return f, nil
 	}
-	med := quantile(itl, 0.5)
+	med := analysis.Quantile(itl, 0.5)
 	f.ITL = time.Duration(med)
-	f.ITLP99 = time.Duration(quantile(itl, 0.99))
+	f.ITLP99 = time.Duration(analysis.Quantile(itl, 0.99))
 	if med > 0 {
 		f.CV = math.Min(robustSigma(itl)/med, 1)
 	}
@@ -311,7 +312,7 @@ func fitFixed(recs []harness.Record) (FixedFit, error) {
 // leaves out the steps more than 6 robust standard deviations off, at most
 // the worst 2 % of them, so that a few huge cold steps, which drag the
 // first fit, are gone before they can make ordinary steps look wrong.
-func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
+func fitEngine(recs []harness.Record, gapNS int64) (*Engine, error) {
 	rc, err := reconstruct(recs, gapNS)
 	if err != nil {
 		return nil, err
@@ -422,7 +423,7 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 		return p
 	}
 	sigma := robustSigma(fit.Resid)
-	e := &EngineFit{
+	e := &Engine{
 		Beta0US: fit.Coef[0], Beta1US: fit.Coef[1], Beta2US: fit.Coef[2],
 		StdErrUS:    [3]float64{fit.StdErr[0], fit.StdErr[1], fit.StdErr[2]},
 		R2:          fit.R2,
@@ -448,8 +449,8 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 		sum += y[i]
 	}
 	e.MeanStepMS = sum / float64(len(y)) / 1e3
-	e.ResidP50MS = quantile(abs, 0.5) / 1e3
-	e.ResidP99MS = quantile(abs, 0.99) / 1e3
+	e.ResidP50MS = analysis.Quantile(abs, 0.5) / 1e3
+	e.ResidP99MS = analysis.Quantile(abs, 0.99) / 1e3
 	for _, i := range idx {
 		s := rc.Steps[i]
 		if s.Idle {
@@ -464,7 +465,7 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 	// vLLM's default, or the largest batch when it is larger.
 	e.MaxNumSeqs, e.CapSource = max(e.MaxBatch, 256), "not reached"
 	if rc.Queued > 0 && len(rc.QueuedBehind) > 0 {
-		if quantile(toFloats(rc.QueuedBehind), 0.5) >= 0.95*float64(rc.MaxBatch) {
+		if analysis.Quantile(toFloats(rc.QueuedBehind), 0.5) >= 0.95*float64(rc.MaxBatch) {
 			e.Saturated = true
 			e.MaxNumSeqs, e.CapSource = rc.MaxBatch, "reconstructed steps"
 		}
@@ -489,7 +490,7 @@ func fitEngine(recs []harness.Record, gapNS int64) (*EngineFit, error) {
 	}
 	if len(cold) > 0 {
 		e.ColdSteps = len(cold)
-		e.ColdStart = time.Duration(quantile(cold, 0.5) * 1e3).Round(time.Millisecond)
+		e.ColdStart = time.Duration(analysis.Quantile(cold, 0.5) * 1e3).Round(time.Millisecond)
 		if len(coldGaps) > 0 {
 			sort.Slice(coldGaps, func(a, b int) bool { return coldGaps[a] < coldGaps[b] })
 			e.IdleTimeout = time.Duration(coldGaps[0]).Truncate(100 * time.Millisecond)
@@ -508,7 +509,7 @@ func b2f(b bool) float64 {
 // applyServerBatch prefers the server's own gauges for the batch cap: the
 // largest running batch scraped while requests waited, unless the KV cache
 // was (nearly) full then, which makes requests wait below the cap.
-func (e *EngineFit) applyServerBatch(b ServerBatch) {
+func (e *Engine) applyServerBatch(b ServerBatch) {
 	e.Server = &b
 	if b.QueuedScrapes == 0 || b.MaxRunningQueued == 0 || b.MaxKVUsage >= 0.95 {
 		return
@@ -526,7 +527,7 @@ func toFloats(v []int) []float64 {
 }
 
 // weakness says why the fit should not drive an engine profile, or "".
-func (e *EngineFit) weakness() string {
+func (e *Engine) weakness() string {
 	var why []string
 	if e.Consistency < minConsistency {
 		why = append(why, fmt.Sprintf("only %.0f%% of requests agree with the reconstructed steps (want ≥ %.0f%%): the server may not batch in lockstep, or --burst-gap needs setting", 100*e.Consistency, 100*minConsistency))
@@ -563,7 +564,7 @@ func round(v float64, digits int) float64 {
 }
 
 // Print writes the fit and its goodness in plain words.
-func (r *FitResult) Print(w io.Writer) {
+func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "fit of target %q from %d requests\n", r.Target, r.Requests)
 	f := r.Fixed
 	fmt.Fprintf(w, "fixed: at %s (%d requests): TTFT p50 %s (p99 %s), ITL p50 %s (p99 %s), ITL spread CV %.3f\n",
@@ -606,7 +607,7 @@ func fmtMS(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e
 // WriteProfile writes the fitted profile as YAML that `testbed mock
 // --profile FILE` and engine.LoadProfile accept, with the fit's evidence as
 // comments.
-func (r *FitResult) WriteProfile(path string) error {
+func (r *Result) WriteProfile(path string) error {
 	b, err := r.ProfileYAML()
 	if err != nil {
 		return err
@@ -618,7 +619,7 @@ func (r *FitResult) WriteProfile(path string) error {
 }
 
 // ProfileYAML renders the profile file.
-func (r *FitResult) ProfileYAML() ([]byte, error) {
+func (r *Result) ProfileYAML() ([]byte, error) {
 	body, err := yaml.Marshal(r.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("fit: encode profile: %w", err)

@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"testing"
@@ -28,7 +28,7 @@ func FuzzFit(f *testing.F) {
 			r.NOutCounted = r.NOut
 			recs = append(recs, r)
 		}
-		res, err := Fit(recs)
+		res, err := Records(recs)
 		if err != nil {
 			return
 		}

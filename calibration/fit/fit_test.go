@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"context"
@@ -144,7 +144,7 @@ func TestFitRecoversEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			recs := simulate(t, tc.truth, tc.levels, tc.n, 2*time.Second, tc.jitter, 42)
-			res, err := Fit(recs)
+			res, err := Records(recs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func TestFitColdAfterIdle(t *testing.T) {
 	t.Parallel()
 	truth := testEngine(8000, 30, 40, 8, time.Second, 500*time.Millisecond)
 	recs := simulate(t, truth, []int{1, 4, 8}, 32, 2*time.Second, 200*time.Microsecond, 7)
-	res, err := Fit(recs)
+	res, err := Records(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestFitColdAfterIdle(t *testing.T) {
 func TestProfileFileLoads(t *testing.T) {
 	t.Parallel()
 	recs := simulate(t, testEngine(20000, 100, 500, 8, time.Second, 0), []int{1, 4, 16}, 32, time.Second, 100*time.Microsecond, 3)
-	res, err := Fit(recs, WithName("roundtrip"))
+	res, err := Records(recs, WithName("roundtrip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestFitFallsBackToFixed(t *testing.T) {
 			for i := range recs {
 				tc.mutate(&recs[i], i)
 			}
-			res, err := Fit(recs)
+			res, err := Records(recs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package calibration
+package ceiling
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func checkLevels(t *testing.T, rep *Report, want int) {
 // mock's truth and calibration.json carries the fields.
 func TestCalibrateInProcess(t *testing.T) {
 	cfg := smallConfig(t)
-	rep, err := Calibrate(context.Background(), cfg)
+	rep, err := Find(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestCalibrateRemote(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.URL = srv.URL + "/v1"
 	cfg.Concurrency, cfg.Rates = []int{3}, []float64{}
-	rep, err := Calibrate(context.Background(), cfg)
+	rep, err := Find(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestCalibrateInterrupted(t *testing.T) {
 		}
 		cancel()
 	}()
-	rep, err := Calibrate(ctx, cfg)
+	rep, err := Find(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("err = %v, want interrupted", err)
 	}

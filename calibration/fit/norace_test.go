@@ -1,5 +1,5 @@
 //go:build !race
 
-package calibration
+package fit
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package calibration
+package fit
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
 )
 
 // Step reconstruction: a continuous-batching server (vLLM, TGI, the mock's
@@ -142,12 +143,12 @@ func reconstruct(recs []harness.Record, gapNS int64) (*reconstruction, error) {
 			for i := 1; i < len(q.times); i++ {
 				g = append(g, float64(q.times[i]-q.times[i-1]))
 			}
-			med = append(med, quantile(g, 0.5))
+			med = append(med, analysis.Quantile(g, 0.5))
 		}
 		if len(med) == 0 {
 			return nil, fmt.Errorf("no request streamed more than one chunk: steps cannot be told apart")
 		}
-		gapNS = int64(0.5 * quantile(med, 0.10))
+		gapNS = int64(0.5 * analysis.Quantile(med, 0.10))
 		if gapNS < 50_000 {
 			gapNS = 50_000 // 50 µs: below that, bursts and jitter are indistinguishable
 		}
