@@ -62,7 +62,6 @@ func valueAfter(b, key []byte) []byte {
 // jsonSpace is the JSON grammar's whitespace between tokens, not the tokenizer's.
 func jsonSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-
 // textValue reports whether v starts with a non-empty JSON string, and
 // how many words it holds by the shared tokenizer's rule. Servers send one
 // token per event almost always; when an event carries several, its word
