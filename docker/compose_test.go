@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // composeFile is the part of a compose file these tests check.
@@ -239,7 +240,7 @@ func TestComposeMockUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(out, "smoke", harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(out, "smoke", results.RecordsFile))
 	if err != nil {
 		t.Fatalf("results of the compose run: %v\n%s", err, b)
 	}
@@ -251,8 +252,8 @@ func TestComposeMockUp(t *testing.T) {
 			t.Errorf("request %s: error %q %s, n_out %d; want ok with 16 tokens", r.ID, r.ErrorClass, r.Error, r.NOut)
 		}
 	}
-	var sum harness.Summary
-	sb, err := os.ReadFile(filepath.Join(out, "smoke", harness.SummaryFile))
+	var sum results.Summary
+	sb, err := os.ReadFile(filepath.Join(out, "smoke", results.SummaryFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llm-testbed/testbed/docker"
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // TestGPUServers starts vLLM and TGI on this host's GPUs and runs a short
@@ -83,7 +84,7 @@ timeouts: {request: 2m}
 			if err != nil {
 				t.Fatalf("harness.Run against %s: %v", tt.name, err)
 			}
-			recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+			recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/llm-testbed/testbed/docker"
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // truth is the mock's ground truth of one request (CONTRACTS.md); only the
@@ -53,7 +54,7 @@ const stampSlack = time.Millisecond
 // scheduling delay of tens of milliseconds; in a step the harness itself
 // found client-bound (the host's CPU saturated), a violation is counted as
 // excused, to be logged, instead of failing.
-func checkOrder(t *testing.T, r harness.Record, tr truth, starved bool) (excused bool) {
+func checkOrder(t *testing.T, r results.Record, tr truth, starved bool) (excused bool) {
 	t.Helper()
 	client := time.Duration(r.FirstTokenNS - r.SentNS)
 	if client >= tr.ttft()-stampSlack {
@@ -67,7 +68,7 @@ func checkOrder(t *testing.T, r harness.Record, tr truth, starved bool) (excused
 }
 
 // logExcused reports the ordering violations excused per step.
-func logExcused(t *testing.T, excused map[int]int, steps []harness.StepSummary) {
+func logExcused(t *testing.T, excused map[int]int, steps []results.StepSummary) {
 	t.Helper()
 	for _, s := range steps {
 		if n := excused[s.Step]; n > 0 {
@@ -78,7 +79,7 @@ func logExcused(t *testing.T, excused map[int]int, steps []harness.StepSummary) 
 }
 
 // starvedSteps maps step index to whether the harness found it client-bound.
-func starvedSteps(steps []harness.StepSummary) map[int]bool {
+func starvedSteps(steps []results.StepSummary) map[int]bool {
 	m := map[int]bool{}
 	for _, s := range steps {
 		m[s.Step] = s.ClientBound
@@ -318,7 +319,7 @@ timeouts: {request: 30s}
 	if err != nil {
 		t.Fatalf("harness.Run: %v", err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,15 +445,15 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 	}
 	perStep := plan.Load.Requests + plan.Load.Warmup
 	wantRecords := len(plan.Steps()) * perStep
-	recs, err := harness.ReadRecords(filepath.Join(out, "mock", harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(out, "mock", results.RecordsFile))
 	if err != nil {
 		t.Fatalf("results of the harness container: %v", err)
 	}
 	if len(recs) != wantRecords {
 		t.Errorf("%d records, want %d", len(recs), wantRecords)
 	}
-	var sum harness.Summary
-	b, err := os.ReadFile(filepath.Join(out, "mock", harness.SummaryFile))
+	var sum results.Summary
+	b, err := os.ReadFile(filepath.Join(out, "mock", results.SummaryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +533,7 @@ func raceLoose() string {
 
 // stepLoose is raceLoose for a step run in this process, also loose when
 // the harness's self-monitoring found the step client-bound.
-func stepLoose(s harness.StepSummary) string {
+func stepLoose(s results.StepSummary) string {
 	if s.ClientBound {
 		return "the harness found the step client-bound: " + s.ClientBoundReason
 	}

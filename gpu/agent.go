@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -15,23 +16,23 @@ import (
 // and DefaultSeries, exactly as it would a DCGM exporter.
 var agentMetrics = []struct {
 	name, help string
-	value      func(d Device) (float64, bool)
+	value      func(d results.Device) (float64, bool)
 }{
-	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time a kernel ran (NVML).", func(d Device) (float64, bool) { return f(d.UtilPercent) }},
-	{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %) (NVML).", func(d Device) (float64, bool) { return f(d.MemUtilPercent) }},
-	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB) (NVML).", func(d Device) (float64, bool) { return mib(d.MemUsedBytes) }},
-	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB) (NVML).", func(d Device) (float64, bool) {
+	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time a kernel ran (NVML).", func(d results.Device) (float64, bool) { return f(d.UtilPercent) }},
+	{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %) (NVML).", func(d results.Device) (float64, bool) { return f(d.MemUtilPercent) }},
+	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB) (NVML).", func(d results.Device) (float64, bool) { return mib(d.MemUsedBytes) }},
+	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB) (NVML).", func(d results.Device) (float64, bool) {
 		if d.MemUsedBytes == nil || d.MemTotalBytes == nil {
 			return 0, false
 		}
 		return float64(*d.MemTotalBytes-*d.MemUsedBytes) / (1 << 20), true
 	}},
-	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W) (NVML).", func(d Device) (float64, bool) { return f(d.PowerW) }},
-	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C) (NVML).", func(d Device) (float64, bool) { return f(d.TempC) }},
-	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz) (NVML).", func(d Device) (float64, bool) { return f(d.SMClockMHz) }},
-	{"DCGM_FI_PROF_SM_ACTIVE", "Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.SMUtilPercent) }},
-	{"DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of warps resident on an SM, from NVML GPM SM_OCCUPANCY since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.SMOccupancyPercent) }},
-	{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of DRAM bandwidth used, from NVML GPM DRAM_BW_UTIL since the previous scrape.", func(d Device) (float64, bool) { return ratio(d.DRAMBWUtilPercent) }},
+	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W) (NVML).", func(d results.Device) (float64, bool) { return f(d.PowerW) }},
+	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C) (NVML).", func(d results.Device) (float64, bool) { return f(d.TempC) }},
+	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz) (NVML).", func(d results.Device) (float64, bool) { return f(d.SMClockMHz) }},
+	{"DCGM_FI_PROF_SM_ACTIVE", "Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.SMUtilPercent) }},
+	{"DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of warps resident on an SM, from NVML GPM SM_OCCUPANCY since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.SMOccupancyPercent) }},
+	{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of DRAM bandwidth used, from NVML GPM DRAM_BW_UTIL since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.DRAMBWUtilPercent) }},
 }
 
 func f(p *float64) (float64, bool) {
@@ -93,7 +94,7 @@ func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	var s Sample
+	var s results.Sample
 	if err := c.src.Read(ctx, &s); err != nil {
 		c.errors.Inc()
 		return

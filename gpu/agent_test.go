@@ -8,14 +8,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // fixedDevices is a Source answering the same devices every time.
-type fixedDevices []Device
+type fixedDevices []results.Device
 
 func (fixedDevices) Name() string { return "fixed" }
-func (f fixedDevices) Read(_ context.Context, s *Sample) error {
-	s.Devices = append([]Device(nil), f...)
+func (f fixedDevices) Read(_ context.Context, s *results.Sample) error {
+	s.Devices = append([]results.Device(nil), f...)
 	return nil
 }
 
@@ -29,7 +31,7 @@ func scrapeAgent(t *testing.T, src Source) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s Sample
+	var s results.Sample
 	if err := p.Read(context.Background(), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func scrapeAgent(t *testing.T, src Source) map[string]float64 {
 func TestAgentExportsDCGMNames(t *testing.T) {
 	t.Parallel()
 	used, total := uint64(3<<30), uint64(80<<30)
-	dev := Device{Index: 2, UUID: "GPU-abc", Name: "NVIDIA H100 80GB HBM3", UtilPercent: ptrF(87), MemUtilPercent: ptrF(40),
+	dev := results.Device{Index: 2, UUID: "GPU-abc", Name: "NVIDIA H100 80GB HBM3", UtilPercent: ptrF(87), MemUtilPercent: ptrF(40),
 		MemUsedBytes: &used, MemTotalBytes: &total, PowerW: ptrF(512.5), TempC: ptrF(61), SMClockMHz: ptrF(1980),
 		SMUtilPercent: ptrF(74), DRAMBWUtilPercent: ptrF(82.5)} // occupancy unsupported: left out
 	m := scrapeAgent(t, fixedDevices{dev})

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // NVMLOption configures OpenNVML.
@@ -115,13 +116,13 @@ func (n *NVML) Name() string { return "nvml" }
 // Read reads every device. A figure a device does not support is left
 // out; an unexpected error on one figure is listed in that device's Errors
 // and the rest of the reading stands.
-func (n *NVML) Read(ctx context.Context, s *Sample) error {
+func (n *NVML) Read(ctx context.Context, s *results.Sample) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return errors.New("NVML: closed")
 	}
-	s.Devices = make([]Device, 0, len(n.devices))
+	s.Devices = make([]results.Device, 0, len(n.devices))
 	for _, d := range n.devices {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -131,8 +132,8 @@ func (n *NVML) Read(ctx context.Context, s *Sample) error {
 	return nil
 }
 
-func (n *NVML) readDevice(d *nvmlDevice) Device {
-	out := Device{Index: d.index, UUID: d.uuid, Name: d.name}
+func (n *NVML) readDevice(d *nvmlDevice) results.Device {
+	out := results.Device{Index: d.index, UUID: d.uuid, Name: d.name}
 	check := func(what string, ret nvml.Return) bool {
 		switch ret {
 		case nvml.SUCCESS:
@@ -169,7 +170,7 @@ var gpmMetrics = [...]nvml.GpmMetricId{nvml.GPM_METRIC_SM_UTIL, nvml.GPM_METRIC_
 
 // readGPM takes a GPM sample and, from the second reading on, computes the
 // metrics over the interval since the previous one.
-func (n *NVML) readGPM(d *nvmlDevice, out *Device, check func(string, nvml.Return) bool) {
+func (n *NVML) readGPM(d *nvmlDevice, out *results.Device, check func(string, nvml.Return) bool) {
 	if !check("gpm sample", n.lib.GpmSampleGet(d.dev, d.cur)) {
 		d.prevFilled = false
 		return

@@ -5,6 +5,8 @@ package gpu
 import (
 	"context"
 	"errors"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // errNoCgo is what OpenNVML says in a build without cgo: go-nvml loads
@@ -29,7 +31,7 @@ func (*NVML) Devices() int { return 0 }
 func (*NVML) Name() string { return "nvml" }
 
 // Read fails: NVML is not available.
-func (*NVML) Read(context.Context, *Sample) error { return errNoCgo }
+func (*NVML) Read(context.Context, *results.Sample) error { return errNoCgo }
 
 // Close does nothing.
 func (*NVML) Close() error { return nil }

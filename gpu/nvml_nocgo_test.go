@@ -6,6 +6,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func TestOpenNVMLWithoutCgo(t *testing.T) {
@@ -14,7 +16,7 @@ func TestOpenNVMLWithoutCgo(t *testing.T) {
 	if n != nil || err == nil || !strings.HasPrefix(err.Error(), "NVML not available") {
 		t.Fatalf("OpenNVML = %v, %v; want \"NVML not available\"", n, err)
 	}
-	if err := (&NVML{}).Read(context.Background(), &Sample{}); err == nil {
+	if err := (&NVML{}).Read(context.Background(), &results.Sample{}); err == nil {
 		t.Error("Read succeeded without cgo")
 	}
 }

@@ -3,6 +3,8 @@
 package gpu
 
 import (
+	"github.com/llm-testbed/testbed/harness/results"
+
 	"bytes"
 	"context"
 	"errors"
@@ -102,7 +104,7 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 	if n.Devices() != 8 {
 		t.Fatalf("devices = %d, want the 8 of a DGX H100", n.Devices())
 	}
-	var first, second Sample
+	var first, second results.Sample
 	if err := n.Read(context.Background(), &first); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 	if g.allocs != 16 || g.frees != 16 {
 		t.Errorf("GPM samples allocated %d, freed %d; want 16 and 16", g.allocs, g.frees)
 	}
-	if err := n.Read(context.Background(), &Sample{}); err == nil {
+	if err := n.Read(context.Background(), &results.Sample{}); err == nil {
 		t.Error("Read after Close succeeded")
 	}
 }
@@ -176,7 +178,7 @@ func TestNVMLUnsupportedAndFailingFigures(t *testing.T) {
 	}
 	defer n.Close()
 	for range 2 {
-		var smp Sample
+		var smp results.Sample
 		if err := n.Read(context.Background(), &smp); err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +226,7 @@ func TestOpenNVMLSystem(t *testing.T) {
 		return
 	}
 	defer n.Close()
-	var smp Sample
+	var smp results.Sample
 	if err := n.Read(context.Background(), &smp); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestSamplerWithNVML(t *testing.T) {
 	if err := sm.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeSamples(&buf)
+	got, err := results.DecodeSamples(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}

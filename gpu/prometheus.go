@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -113,7 +114,7 @@ func (p *Prometheus) keep(name string) bool {
 }
 
 // Read scrapes the endpoint once.
-func (p *Prometheus) Read(ctx context.Context, s *Sample) error {
+func (p *Prometheus) Read(ctx context.Context, s *results.Sample) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
 		return fmt.Errorf("scrape %s: %w", p.url, err)

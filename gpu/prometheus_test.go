@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -85,7 +86,7 @@ func TestPrometheusScrapesTheMock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var s Sample
+			var s results.Sample
 			if err := p.Read(context.Background(), &s); err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +188,7 @@ func TestPrometheusErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 			defer cancel()
-			var s Sample
+			var s results.Sample
 			err = p.Read(ctx, &s)
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), bad.URL) {
 				t.Errorf("Read error = %v, want one naming the URL and containing %q", err, c.want)

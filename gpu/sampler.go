@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Source is something a Sampler reads on each tick: the local GPUs through
@@ -19,7 +21,7 @@ type Source interface {
 	Name() string
 	// Read takes one reading into s (its Devices or Metrics). It must
 	// return by ctx's deadline. Calls for one source never overlap.
-	Read(ctx context.Context, s *Sample) error
+	Read(ctx context.Context, s *results.Sample) error
 }
 
 // Defaults of a Sampler.
@@ -84,7 +86,7 @@ type Sampler struct {
 	w          *bufio.Writer
 
 	mu      sync.Mutex
-	buf     []Sample
+	buf     []results.Sample
 	pending map[string]int64 // drops per source not yet reported in a line
 	stats   Stats
 	werr    error
@@ -168,7 +170,7 @@ func (s *Sampler) take(src Source) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	begin := time.Now()
-	smp := Sample{Offset: int64(begin.Sub(s.start)), Time: begin.UTC(), Source: src.Name()}
+	smp := results.Sample{Offset: int64(begin.Sub(s.start)), Time: begin.UTC(), Source: src.Name()}
 	err := src.Read(ctx, &smp)
 	smp.Took = int64(time.Since(begin))
 	if err != nil {
@@ -211,7 +213,7 @@ func (s *Sampler) flushLoop() {
 func (s *Sampler) flush() {
 	s.mu.Lock()
 	batch := s.buf
-	s.buf = make([]Sample, 0, min(len(batch)*2+1, s.capacity))
+	s.buf = make([]results.Sample, 0, min(len(batch)*2+1, s.capacity))
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		return

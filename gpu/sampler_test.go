@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"github.com/llm-testbed/testbed/harness/results"
+
 	"bytes"
 	"context"
 	"errors"
@@ -24,7 +26,7 @@ func TestSamplerTimelineAgainstTheMock(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, ServerMetricsFile)
+	path := filepath.Join(dir, results.ServerMetricsFile)
 	// The run "started" an hour ago: offsets are measured from the
 	// caller's start, not the sampler's.
 	start := time.Now().Add(-time.Hour)
@@ -36,7 +38,7 @@ func TestSamplerTimelineAgainstTheMock(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadSamples(path)
+	got, err := results.ReadSamples(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 type countingSource struct{ n atomic.Int64 }
 
 func (c *countingSource) Name() string { return "count" }
-func (c *countingSource) Read(_ context.Context, s *Sample) error {
+func (c *countingSource) Read(_ context.Context, s *results.Sample) error {
 	s.Metrics = map[string]float64{"n": float64(c.n.Add(1))}
 	return nil
 }
@@ -113,7 +115,7 @@ func TestSamplerCountsDrops(t *testing.T) {
 		t.Errorf("second Stop = %v, want the first's %v", err2, err)
 	}
 	st := s.Stats()
-	got, derr := DecodeSamples(&w.buf)
+	got, derr := results.DecodeSamples(&w.buf)
 	if derr != nil {
 		t.Fatal(derr)
 	}
@@ -138,8 +140,10 @@ func TestSamplerCountsDrops(t *testing.T) {
 // failingSource always fails.
 type failingSource struct{}
 
-func (failingSource) Name() string                        { return "broken" }
-func (failingSource) Read(context.Context, *Sample) error { return errors.New("no route to exporter") }
+func (failingSource) Name() string { return "broken" }
+func (failingSource) Read(context.Context, *results.Sample) error {
+	return errors.New("no route to exporter")
+}
 
 func TestSamplerKeepsFailedReadings(t *testing.T) {
 	t.Parallel()
@@ -151,7 +155,7 @@ func TestSamplerKeepsFailedReadings(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeSamples(&buf)
+	got, err := results.DecodeSamples(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}

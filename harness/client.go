@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/harness/sse"
 	"github.com/llm-testbed/testbed/internal/tokens"
 )
@@ -151,10 +152,10 @@ var readerPool = sync.Pool{New: func() any { return sse.NewReader(nil) }}
 
 // do sends rq and fills rec; on 429 it retries as the policy allows,
 // keeping rec.IntendedNS so the wait counts in latency from schedule.
-func (c *client) do(ctx context.Context, rq *Request, rec *Record) {
+func (c *client) do(ctx context.Context, rq *Request, rec *results.Record) {
 	for attempt := 1; ; attempt++ {
 		c.once(ctx, rq, rec)
-		if rec.ErrorClass != ErrRateLimited || attempt > c.retry.RateLimited {
+		if rec.ErrorClass != results.ErrRateLimited || attempt > c.retry.RateLimited {
 			if attempt > 1 {
 				rec.Attempts = attempt
 			}
@@ -169,13 +170,13 @@ func (c *client) do(ctx context.Context, rq *Request, rec *Record) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			rec.ErrorClass, rec.Error, rec.Attempts = ErrCancelled, "run interrupted while waiting to retry a 429", attempt
+			rec.ErrorClass, rec.Error, rec.Attempts = results.ErrCancelled, "run interrupted while waiting to retry a 429", attempt
 			rec.DoneNS = c.since()
 			return
 		case <-t.C:
 		}
 		keep := *rec
-		*rec = Record{
+		*rec = results.Record{
 			ID: keep.ID, Target: keep.Target, Step: keep.Step, Scenario: keep.Scenario, Concurrency: keep.Concurrency,
 			Rate: keep.Rate, API: keep.API, Stream: keep.Stream, Warmup: keep.Warmup, IntendedNS: keep.IntendedNS,
 			CapWaitNS: keep.CapWaitNS, NInPlanned: keep.NInPlanned, MaxTokens: keep.MaxTokens, ChunkGapsNS: keep.ChunkGapsNS[:0],
@@ -211,7 +212,7 @@ func (tt *traceTimes) trace() *httptrace.ClientTrace {
 	}
 }
 
-func (tt *traceTimes) fill(rec *Record) {
+func (tt *traceTimes) fill(rec *results.Record) {
 	d := func(a, b *atomic.Int64) int64 {
 		if x, y := a.Load(), b.Load(); x > 0 && y >= x {
 			return y - x
@@ -228,7 +229,7 @@ func (tt *traceTimes) fill(rec *Record) {
 // undercuts the server's, and including connection setup (DNS, connect,
 // TLS) when no idle connection is at hand, so "new connection per request"
 // shows its real cost in TTFT. The setup parts are recorded separately.
-func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
+func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	deadline := time.AfterFunc(c.request, func() { cancel(context.DeadlineExceeded) })
@@ -269,14 +270,14 @@ func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
 		rec.Error = errorMessage(body)
 		switch {
 		case resp.StatusCode == http.StatusTooManyRequests:
-			rec.ErrorClass = ErrRateLimited
+			rec.ErrorClass = results.ErrRateLimited
 			rec.RetryAfterMS = retryAfter(resp.Header, time.Now())
 		case resp.StatusCode >= 500:
-			rec.ErrorClass = ErrServer
+			rec.ErrorClass = results.ErrServer
 		case resp.StatusCode >= 400:
-			rec.ErrorClass = ErrClient
+			rec.ErrorClass = results.ErrClient
 		default:
-			rec.ErrorClass = ErrOther
+			rec.ErrorClass = results.ErrOther
 		}
 		return
 	}
@@ -288,7 +289,7 @@ func (c *client) once(ctx context.Context, rq *Request, rec *Record) {
 }
 
 // readStream times every event of a streamed response.
-func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *time.Timer, rec *Record, tt *traceTimes) {
+func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *time.Timer, rec *results.Record, tt *traceTimes) {
 	rd := readerPool.Get().(*sse.Reader)
 	rd.Reset(body)
 	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
@@ -377,29 +378,29 @@ func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *t
 	}
 	switch {
 	case streamErr != "":
-		rec.ErrorClass, rec.Error = ErrServer, streamErr
+		rec.ErrorClass, rec.Error = results.ErrServer, streamErr
 	case done, readErr == io.EOF && finish != "":
 		// complete
 	case readErr == io.EOF:
-		rec.ErrorClass, rec.Error = ErrStreamCut, "stream ended before its finish marker"
+		rec.ErrorClass, rec.Error = results.ErrStreamCut, "stream ended before its finish marker"
 	default:
 		c.classify(ctx, reqCtx, rec, readErr)
-		if rec.ErrorClass == ErrOther {
-			rec.ErrorClass = ErrStreamCut // the connection broke mid-stream
+		if rec.ErrorClass == results.ErrOther {
+			rec.ErrorClass = results.ErrStreamCut // the connection broke mid-stream
 		}
 	}
 }
 
 // readWhole reads a non-streamed response. There is no first token: the
 // whole answer arrives at once, and only E2E is defined.
-func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *Record, tt *traceTimes) {
+func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *results.Record, tt *traceTimes) {
 	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	tt.fill(rec)
 	rec.DoneNS = c.since()
 	if err != nil {
 		c.classify(ctx, reqCtx, rec, err)
-		if rec.ErrorClass == ErrOther {
-			rec.ErrorClass = ErrStreamCut
+		if rec.ErrorClass == results.ErrOther {
+			rec.ErrorClass = results.ErrStreamCut
 		}
 		return
 	}
@@ -418,11 +419,11 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *Rec
 		Error         any         `json:"error"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		rec.ErrorClass, rec.Error = ErrOther, truncate("response is not JSON: "+err.Error(), maxErrorBody)
+		rec.ErrorClass, rec.Error = results.ErrOther, truncate("response is not JSON: "+err.Error(), maxErrorBody)
 		return
 	}
 	if m.Error != nil {
-		rec.ErrorClass, rec.Error = ErrServer, errorMessage(b)
+		rec.ErrorClass, rec.Error = results.ErrServer, errorMessage(b)
 		return
 	}
 	var text string
@@ -453,33 +454,33 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *Rec
 }
 
 // fail records a request that got no response.
-func (c *client) fail(ctx, reqCtx context.Context, rec *Record, tt *traceTimes, err error) {
+func (c *client) fail(ctx, reqCtx context.Context, rec *results.Record, tt *traceTimes, err error) {
 	tt.fill(rec)
 	rec.DoneNS = c.since()
 	c.classify(ctx, reqCtx, rec, err)
 	var op *net.OpError
-	if rec.ErrorClass == ErrOther && !(errors.As(err, &op) && op.Op == "dial") && rec.ConnNS > 0 {
-		rec.ErrorClass = ErrStreamCut // connected, then the connection broke
+	if rec.ErrorClass == results.ErrOther && !(errors.As(err, &op) && op.Op == "dial") && rec.ConnNS > 0 {
+		rec.ErrorClass = results.ErrStreamCut // connected, then the connection broke
 	}
 }
 
 // classify names the cause of err: the run's interruption, one of our
 // timeouts, or something else.
-func (c *client) classify(ctx, reqCtx context.Context, rec *Record, err error) {
+func (c *client) classify(ctx, reqCtx context.Context, rec *results.Record, err error) {
 	var ne net.Error
 	switch cause := context.Cause(reqCtx); {
 	case ctx.Err() != nil:
-		rec.ErrorClass = ErrCancelled
+		rec.ErrorClass = results.ErrCancelled
 		rec.Error = "run interrupted before the request finished"
 		return
 	case errors.Is(cause, errIdle):
-		rec.ErrorClass, err = ErrTimeout, errIdle
+		rec.ErrorClass, err = results.ErrTimeout, errIdle
 	case errors.Is(cause, context.DeadlineExceeded):
-		rec.ErrorClass, err = ErrTimeout, fmt.Errorf("request timeout %v exceeded", c.request)
+		rec.ErrorClass, err = results.ErrTimeout, fmt.Errorf("request timeout %v exceeded", c.request)
 	case errors.As(err, &ne) && ne.Timeout():
-		rec.ErrorClass = ErrTimeout
+		rec.ErrorClass = results.ErrTimeout
 	default:
-		rec.ErrorClass = ErrOther
+		rec.ErrorClass = results.ErrOther
 	}
 	rec.Error = truncate(err.Error(), maxErrorBody)
 }

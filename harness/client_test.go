@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 )
 
@@ -21,18 +22,18 @@ func TestStreamShapes(t *testing.T) {
 	tests := []struct {
 		name   string
 		faults mockllm.FaultConfig
-		check  func(t *testing.T, r harness.Record)
+		check  func(t *testing.T, r results.Record)
 	}{
 		// Four tokens per event: 4 events for 16 tokens, each counted as 4,
 		// and no discrepancy with the server's usage.
-		{"multi-token events", mockllm.FaultConfig{TokensPerEvent: 4}, func(t *testing.T, r harness.Record) {
+		{"multi-token events", mockllm.FaultConfig{TokensPerEvent: 4}, func(t *testing.T, r results.Record) {
 			if r.NOutCounted != 16 || r.NOutDiff != 0 || len(r.ChunkGapsNS) != 3 || len(r.ChunkTokens) != 4 || r.ChunkTokens[0] != 4 {
 				t.Errorf("counted %d (diff %d), %d gaps, chunk tokens %v; want 16, 0, 3, [4 4 4 4]", r.NOutCounted, r.NOutDiff, len(r.ChunkGapsNS), r.ChunkTokens)
 			}
 		}},
 		// The role chunk arrives at once, the first token after TTFT: TTFT
 		// is timed on the token, not the first byte.
-		{"early first byte", mockllm.FaultConfig{EarlyFirstByte: true}, func(t *testing.T, r harness.Record) {
+		{"early first byte", mockllm.FaultConfig{EarlyFirstByte: true}, func(t *testing.T, r results.Record) {
 			fb, ft := r.FirstByteNS-r.SentNS, r.FirstTokenNS-r.SentNS
 			if ft < int64(ttft) || fb > ft-int64(ttft/2) {
 				t.Errorf("first byte after %v, first token after %v; want the byte well before the %v token", time.Duration(fb), time.Duration(ft), ttft)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -26,10 +27,10 @@ func ExampleParseDist() {
 
 func ExampleSummarize() {
 	// Two streamed requests: TTFT 100 and 120 ms, then 3 tokens 10 ms apart.
-	var recs []harness.Record
+	var recs []results.Record
 	for i, ttft := range []int64{100e6, 120e6} {
 		sent := int64(i) * 1e9
-		recs = append(recs, harness.Record{
+		recs = append(recs, results.Record{
 			Target: "mock", Scenario: "concurrency", Concurrency: 1, Stream: true,
 			IntendedNS: sent, SentNS: sent, FirstTokenNS: sent + ttft, LastTokenNS: sent + ttft + 20e6,
 			DoneNS: sent + ttft + 20e6, ChunkGapsNS: []int64{10e6, 10e6}, NIn: 10, NOut: 3,
@@ -44,19 +45,19 @@ func ExampleSummarize() {
 // an intended change.
 func TestTableGolden(t *testing.T) {
 	t.Parallel()
-	var recs []harness.Record
+	var recs []results.Record
 	for step, c := range []int{1, 8} {
 		for i := range 20 {
 			sent := int64(step)*100e9 + int64(i)*1e9
 			ttft := int64(100e6 + c*int(1e6) + i*100e3)
-			rec := harness.Record{
+			rec := results.Record{
 				Target: "mock", Step: step, Scenario: "concurrency", Concurrency: c, Stream: true, Warmup: i == 0,
 				IntendedNS: sent - 50e3, SentNS: sent, FirstTokenNS: sent + ttft, LastTokenNS: sent + ttft + 30e6,
 				DoneNS: sent + ttft + 30e6, ChunkGapsNS: []int64{10e6, 10e6, 10e6}, NIn: 138, NOut: 4,
 			}
 			if step == 1 && i == 7 {
-				rec = harness.Record{Target: "mock", Step: step, Scenario: "concurrency", Concurrency: c, Stream: true,
-					IntendedNS: sent, SentNS: sent, DoneNS: sent + 1e6, Status: 429, ErrorClass: harness.ErrRateLimited}
+				rec = results.Record{Target: "mock", Step: step, Scenario: "concurrency", Concurrency: c, Stream: true,
+					IntendedNS: sent, SentNS: sent, DoneNS: sent + 1e6, Status: 429, ErrorClass: results.ErrRateLimited}
 			}
 			recs = append(recs, rec)
 		}

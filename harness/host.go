@@ -6,34 +6,18 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/mem"
 )
 
-// Host describes the machine that ran the client, for run.json.
-type Host struct {
-	Hostname       string   `json:"hostname"`
-	OS             string   `json:"os"`
-	Platform       string   `json:"platform,omitempty"`
-	Kernel         string   `json:"kernel,omitempty"`
-	Arch           string   `json:"arch"`
-	CPUModel       string   `json:"cpu_model,omitempty"`
-	CPUCores       int      `json:"cpu_cores,omitempty"`   // physical
-	CPUThreads     int      `json:"cpu_threads,omitempty"` // logical
-	MemoryBytes    uint64   `json:"memory_bytes,omitempty"`
-	GoVersion      string   `json:"go_version"`
-	GOMAXPROCS     int      `json:"gomaxprocs"`
-	Virtualization string   `json:"virtualization,omitempty"`
-	Errors         []string `json:"errors,omitempty"` // facts that could not be read
-}
-
 // HostFacts gathers what the client machine is. Facts that cannot be read
 // are listed in Errors rather than failing the run.
-func HostFacts(ctx context.Context) Host {
+func HostFacts(ctx context.Context) results.Host {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h := Host{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	h := results.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	h.Hostname, _ = os.Hostname()
 	note := func(what string, err error) { h.Errors = append(h.Errors, what+": "+err.Error()) }
 	if infos, err := cpu.InfoWithContext(ctx); err != nil {

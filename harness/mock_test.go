@@ -16,6 +16,7 @@ import (
 	"github.com/shirou/gopsutil/v4/load"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/internal/tokens"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -40,13 +41,13 @@ func fixedMock(t testing.TB, ttft, itl time.Duration, opts ...mockllm.Option) (*
 
 // runRecords runs p into a temporary directory and reads its records back,
 // failing the test on either error.
-func runRecords(tb testing.TB, p harness.Plan) (*harness.Result, []harness.Record) {
+func runRecords(tb testing.TB, p harness.Plan) (*harness.Result, []results.Record) {
 	tb.Helper()
 	res, err := harness.Run(context.Background(), p, tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestFixedModeAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,15 +245,16 @@ func TestErrorClasses(t *testing.T) {
 	t.Parallel()
 	_, srv := fixedMock(t, 5*time.Millisecond, 2*time.Millisecond, mockllm.WithFaults(mockllm.FaultConfig{RetryAfter: 50 * time.Millisecond, StallDuration: 2 * time.Second}))
 	tests := []struct {
-		fault, class string
-		retries      int
+		fault   string
+		class   results.ErrorClass
+		retries int
 	}{
-		{"rate_limit", harness.ErrRateLimited, 0}, // 429 with Retry-After
-		{"rate_limit", harness.ErrRateLimited, 2}, // retried twice, still 429
-		{"server_error", harness.ErrServer, 0},    // 500
-		{"stream_cut", harness.ErrStreamCut, 0},   // connection cut mid-stream
-		{"stall", harness.ErrTimeout, 0},          // stall longer than the idle timeout
-		{"no_such_fault", harness.ErrClient, 0},   // the mock answers 400
+		{"rate_limit", results.ErrRateLimited, 0}, // 429 with Retry-After
+		{"rate_limit", results.ErrRateLimited, 2}, // retried twice, still 429
+		{"server_error", results.ErrServer, 0},    // 500
+		{"stream_cut", results.ErrStreamCut, 0},   // connection cut mid-stream
+		{"stall", results.ErrTimeout, 0},          // stall longer than the idle timeout
+		{"no_such_fault", results.ErrClient, 0},   // the mock answers 400
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s/retries=%d", tc.fault, tc.retries), func(t *testing.T) {
@@ -267,7 +269,7 @@ func TestErrorClasses(t *testing.T) {
 				if r.ErrorClass != tc.class {
 					t.Fatalf("%s: class %q (%s), want %q", r.ID, r.ErrorClass, r.Error, tc.class)
 				}
-				if tc.class == harness.ErrRateLimited && r.RetryAfterMS != 50 {
+				if tc.class == results.ErrRateLimited && r.RetryAfterMS != 50 {
 					t.Errorf("retry_after_ms = %d, want 50", r.RetryAfterMS)
 				}
 				if tc.retries > 0 && r.Attempts != tc.retries+1 {
@@ -311,7 +313,7 @@ func TestOpenLoopAndInterrupt(t *testing.T) {
 	if !res.Interrupted || !res.Info.Interrupted {
 		t.Error("run not marked interrupted")
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +323,7 @@ func TestOpenLoopAndInterrupt(t *testing.T) {
 	ids := map[string]bool{}
 	for _, r := range recs {
 		ids[r.ID] = true
-		if r.ErrorClass != harness.ErrCancelled {
+		if r.ErrorClass != results.ErrCancelled {
 			t.Errorf("%s: class %q, want cancelled", r.ID, r.ErrorClass)
 		}
 		if r.IntendedNS <= 0 || r.Rate != 40 {
@@ -334,7 +336,7 @@ func TestOpenLoopAndInterrupt(t *testing.T) {
 			t.Errorf("the server saw %s but the harness has no record of it", tr.ID)
 		}
 	}
-	if st := res.Summary.Steps[0]; st.Errors[harness.ErrCancelled] != len(recs) {
+	if st := res.Summary.Steps[0]; st.Errors[results.ErrCancelled] != len(recs) {
 		t.Errorf("summary cancelled = %v", st.Errors)
 	}
 }

@@ -3,90 +3,36 @@ package harness
 import (
 	"bytes"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
-
-func sampleRecords() []Record {
-	return []Record{
-		{
-			ID: "r1-0-0", Target: "mock", Step: 0, Scenario: "concurrency", Concurrency: 4, API: APIChat, Stream: true,
-			IntendedNS: 1_000, SentNS: 2_000, WroteNS: 2_500, FirstByteNS: 90_000_000, FirstTokenNS: 100_002_000,
-			LastTokenNS: 130_002_000, DoneNS: 130_100_000, ConnectNS: 40_000, ConnReused: true,
-			ChunkGapsNS: []int64{10_000_000, 20_000_000}, ChunkTokens: []int32{1, 1, 2},
-			NIn: 138, NOut: 4, NOutCounted: 4, UsageReported: true, NInPlanned: 128, MaxTokens: 4,
-			Status: 200, FinishReason: "length",
-		},
-		{
-			ID: "r1-0-1", Target: "mock", Step: 0, Scenario: "concurrency", Concurrency: 4, API: APIChat, Stream: true, Warmup: true,
-			IntendedNS: 5, DoneNS: 9, Status: 429, ErrorClass: ErrRateLimited, Error: "slow down \"please\"\n", RetryAfterMS: 644, Attempts: 2,
-		},
-		{ID: "r1-1-0", Target: "t", Step: 1, Scenario: "rate", Rate: 12.5, API: APITGI, IntendedNS: 1, DoneNS: 2, ErrorClass: ErrStreamCut, NOutDiff: -3},
-	}
-}
-
-func TestRecordRoundTrip(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	w := newRecordWriter(&buf)
-	in := sampleRecords()
-	for i := range in {
-		if err := w.Write(&in[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(buf.String(), "\n"); n != len(in) {
-		t.Fatalf("%d lines for %d records", n, len(in))
-	}
-	out, err := DecodeRecords(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(in, out) {
-		t.Fatalf("round trip changed records:\n in  %+v\n out %+v", in, out)
-	}
-	if got := out[0].ChunkTimes(); !reflect.DeepEqual(got, []int64{100_002_000, 110_002_000, 130_002_000}) {
-		t.Errorf("ChunkTimes = %v", got)
-	}
-}
-
-func TestDecodeRecordsTornLine(t *testing.T) {
-	t.Parallel()
-	in := "{\"id\":\"a\",\"step\":0}\n{\"id\":\"b\",\"st"
-	out, err := DecodeRecords(strings.NewReader(in))
-	if err == nil || !strings.Contains(err.Error(), "line 2 is incomplete") || len(out) != 1 {
-		t.Fatalf("got %d records, err %v; want 1 record and an error naming line 2", len(out), err)
-	}
-}
 
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	// 10 streamed requests with known timings: TTFT = 100 ms + i µs,
 	// 5 tokens 10 ms apart (one chunk carrying 2 tokens), one 500 and one warm-up.
-	var recs []Record
+	var recs []results.Record
 	for i := range 10 {
 		sent := int64(i) * 1e9
 		ft := sent + 100e6 + int64(i)*1e3
-		recs = append(recs, Record{
+		recs = append(recs, results.Record{
 			ID: "x", Target: "m", Step: 3, Scenario: "concurrency", Concurrency: 2, Stream: true,
 			IntendedNS: sent - 1e5, SentNS: sent, FirstTokenNS: ft, LastTokenNS: ft + 40e6, DoneNS: ft + 41e6,
 			ChunkGapsNS: []int64{10e6, 10e6, 20e6}, ChunkTokens: []int32{1, 1, 1, 2}, NIn: 10, NOut: 5, NOutCounted: 5,
 		})
 	}
 	recs = append(recs,
-		Record{Step: 3, Target: "m", Stream: true, IntendedNS: 2e9, SentNS: 2e9, DoneNS: 2e9 + 5, ErrorClass: ErrServer, Status: 500},
-		Record{Step: 3, Target: "m", Stream: true, Warmup: true, IntendedNS: 0, SentNS: 1, FirstTokenNS: 300e6, LastTokenNS: 400e6, DoneNS: 400e6, NOut: 5},
+		results.Record{Step: 3, Target: "m", Stream: true, IntendedNS: 2e9, SentNS: 2e9, DoneNS: 2e9 + 5, ErrorClass: results.ErrServer, Status: 500},
+		results.Record{Step: 3, Target: "m", Stream: true, Warmup: true, IntendedNS: 0, SentNS: 1, FirstTokenNS: 300e6, LastTokenNS: 400e6, DoneNS: 400e6, NOut: 5},
 	)
 	s := Summarize(recs, WithSLO(SLO{TTFT: Duration(100_005_000)}))
 	if len(s.Steps) != 1 {
 		t.Fatalf("%d steps", len(s.Steps))
 	}
 	st := s.Steps[0]
-	if st.Requests != 11 || st.OK != 10 || st.Warmup != 1 || st.Errors[ErrServer] != 1 {
+	if st.Requests != 11 || st.OK != 10 || st.Warmup != 1 || st.Errors[results.ErrServer] != 1 {
 		t.Errorf("counts: %+v", st)
 	}
 	near := func(name string, got, want, tol float64) {
@@ -135,23 +81,6 @@ func TestSummarize(t *testing.T) {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}
-	}
-}
-
-func BenchmarkRecordWrite(b *testing.B) {
-	rec := sampleRecords()[0]
-	rec.ChunkGapsNS = make([]int64, 128)
-	for i := range rec.ChunkGapsNS {
-		rec.ChunkGapsNS[i] = 10_000_000 + int64(i)
-	}
-	rec.ChunkTokens = nil
-	var buf bytes.Buffer
-	w := newRecordWriter(&buf)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf.Reset()
-		_ = w.Write(&rec)
-		_ = w.Flush()
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,34 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/internal/wake"
 )
-
-// Output file names inside a results directory.
-const (
-	RecordsFile = "requests.jsonl"
-	RunFile     = "run.json"
-	SummaryFile = "summary.json"
-)
-
-// RunInfo is run.json: everything needed to understand and rerun a run.
-type RunInfo struct {
-	RunID       string    `json:"run_id"`
-	Version     string    `json:"version"`
-	Seed        int64     `json:"seed"`
-	Plan        Plan      `json:"plan"` // fully resolved, defaults filled in
-	Start       time.Time `json:"start"`
-	End         time.Time `json:"end,omitzero"`
-	Interrupted bool      `json:"interrupted"`
-	Records     int64     `json:"records"`
-	Host        Host      `json:"host"`
-}
 
 // Result is what Run returns; the same data is in the results directory.
 type Result struct {
 	Dir         string
-	Info        RunInfo
-	Summary     Summary
+	Info        results.RunInfo[Plan]
+	Summary     results.Summary
 	Interrupted bool // the context ended before the plan did
 }
 
@@ -107,21 +87,21 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(outDir, RecordsFile))
+	f, err := os.Create(filepath.Join(outDir, results.RecordsFile))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	info := RunInfo{RunID: newRunID(), Version: o.version, Seed: plan.Seed, Plan: plan, Start: t0, Host: HostFacts(ctx)}
+	info := results.RunInfo[Plan]{FormatVersion: results.FormatVersion, RunID: newRunID(), Version: o.version, Seed: plan.Seed, Plan: plan, Start: t0, Host: HostFacts(ctx)}
 	if info.Version == "" {
 		info.Version = "dev"
 	}
-	if err := writeJSON(filepath.Join(outDir, RunFile), info); err != nil {
+	if err := results.WriteJSON(filepath.Join(outDir, results.RunFile), info); err != nil {
 		return nil, err
 	}
 
 	r := &runner{plan: &plan, clients: clients, prompts: prompts, t0: t0, runID: info.RunID, out: make(chan msg, 8192)}
-	w := newRecordWriter(f)
+	w := results.NewLineWriter[results.Record](f)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.writeLoop(w, plan.SLO) }()
 
@@ -186,14 +166,14 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 
 	info.End = time.Now()
 	info.Interrupted = ctx.Err() != nil
-	info.Records = w.n
-	res := &Result{Dir: outDir, Info: info, Summary: Summary{Steps: r.summaries}, Interrupted: info.Interrupted}
+	info.Records = w.Lines()
+	res := &Result{Dir: outDir, Info: info, Summary: results.Summary{Steps: r.summaries}, Interrupted: info.Interrupted}
 	if res.Summary.Steps == nil {
-		res.Summary.Steps = []StepSummary{}
+		res.Summary.Steps = []results.StepSummary{}
 	}
 	errs := []error{werr}
-	errs = append(errs, writeJSON(filepath.Join(outDir, RunFile), info))
-	errs = append(errs, writeJSON(filepath.Join(outDir, SummaryFile), res.Summary))
+	errs = append(errs, results.WriteJSON(filepath.Join(outDir, results.RunFile), info))
+	errs = append(errs, results.WriteJSON(filepath.Join(outDir, results.SummaryFile), res.Summary))
 	// Close here, not only in the deferred call, so that an error closing
 	// the records file reaches the caller; the deferred Close then only
 	// covers the early returns.
@@ -207,14 +187,6 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
 type stepEnd struct {
 	index  int
 	bound  bool
@@ -224,7 +196,7 @@ type stepEnd struct {
 // msg goes from the request goroutines to the one writer: a finished
 // record, or the end of a step (after all its records).
 type msg struct {
-	rec *Record
+	rec *results.Record
 	end *stepEnd
 	lag *lagQuery
 }
@@ -243,7 +215,7 @@ type runner struct {
 	t0        time.Time
 	runID     string
 	out       chan msg
-	summaries []StepSummary
+	summaries []results.StepSummary
 
 	step, planned, sent, done, errs, inflight, stepStart atomic.Int64
 	label                                                atomic.Value
@@ -254,7 +226,7 @@ func (r *runner) since() int64 { return int64(time.Since(r.t0)) }
 // writeLoop is the only writer of requests.jsonl and the only reader of
 // finished records: it encodes each line, feeds the step's aggregate and
 // recycles the record. The channel send blocks rather than drop a record.
-func (r *runner) writeLoop(w *recordWriter, slo SLO) error {
+func (r *runner) writeLoop(w *results.LineWriter[results.Record], slo SLO) error {
 	var firstErr error
 	var failed int64
 	aggs := map[int]*stepAgg{}
@@ -270,7 +242,7 @@ func (r *runner) writeLoop(w *recordWriter, slo SLO) error {
 		if m.end != nil {
 			a := aggs[m.end.index]
 			delete(aggs, m.end.index)
-			var s StepSummary
+			var s results.StepSummary
 			if a != nil {
 				s = a.summary()
 			} else {
@@ -310,26 +282,26 @@ func (r *runner) writeLoop(w *recordWriter, slo SLO) error {
 		firstErr = err
 	}
 	if firstErr != nil {
-		return fmt.Errorf("%s: %d records not written: %w", RecordsFile, failed, firstErr)
+		return fmt.Errorf("%s: %d records not written: %w", results.RecordsFile, failed, firstErr)
 	}
 	return nil
 }
 
-var recordPool = sync.Pool{New: func() any { return new(Record) }}
+var recordPool = sync.Pool{New: func() any { return new(results.Record) }}
 
 // getRecord returns a cleared record whose chunk-gap slice can hold
 // maxTokens gaps, so the stream loop does not grow it.
-func getRecord(maxTokens int) *Record {
-	rec := recordPool.Get().(*Record)
+func getRecord(maxTokens int) *results.Record {
+	rec := recordPool.Get().(*results.Record)
 	gaps := rec.ChunkGapsNS[:0]
 	if cap(gaps) < maxTokens {
 		gaps = make([]int64, 0, maxTokens)
 	}
-	*rec = Record{ChunkGapsNS: gaps}
+	*rec = results.Record{ChunkGapsNS: gaps}
 	return rec
 }
 
-func putRecord(rec *Record) {
+func putRecord(rec *results.Record) {
 	if cap(rec.ChunkGapsNS) > 1<<16 {
 		return // let unusually large ones go
 	}
@@ -337,7 +309,7 @@ func putRecord(rec *Record) {
 }
 
 // newRecord prepares the record of request rq in step st.
-func (r *runner) newRecord(st *Step, rq *Request, intended int64) *Record {
+func (r *runner) newRecord(st *Step, rq *Request, intended int64) *results.Record {
 	rec := getRecord(rq.OutputTokens)
 	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, rq.Index)
 	rec.Target, rec.Step, rec.Scenario = st.Target.Name, st.Index, st.Scenario
@@ -348,7 +320,7 @@ func (r *runner) newRecord(st *Step, rq *Request, intended int64) *Record {
 }
 
 // finish hands a record to the writer.
-func (r *runner) finish(rec *Record) {
+func (r *runner) finish(rec *results.Record) {
 	r.done.Add(1)
 	if !rec.OK() {
 		r.errs.Add(1)
@@ -363,7 +335,7 @@ func (r *runner) failBuild(st *Step, idx int, intended int64, err error) {
 	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, idx)
 	rec.Target, rec.Step, rec.Scenario, rec.Concurrency, rec.Rate = st.Target.Name, st.Index, st.Scenario, st.Concurrency, st.Rate
 	rec.API, rec.Stream, rec.Warmup, rec.IntendedNS, rec.DoneNS = st.Target.API, st.Stream, idx < st.Warmup, intended, r.since()
-	rec.ErrorClass, rec.Error = ErrOther, err.Error()
+	rec.ErrorClass, rec.Error = results.ErrOther, err.Error()
 	r.finish(rec)
 }
 
@@ -475,7 +447,7 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 					case <-ctx.Done():
 						rec.DoneNS = r.since()
 						rec.CapWaitNS = rec.DoneNS - rec.IntendedNS
-						rec.ErrorClass, rec.Error = ErrCancelled, "run interrupted while waiting for max_in_flight"
+						rec.ErrorClass, rec.Error = results.ErrCancelled, "run interrupted while waiting for max_in_flight"
 						r.finish(rec)
 						return
 					}

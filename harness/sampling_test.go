@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // TestWithStart: offsets in the records count from the caller's start, so
@@ -22,7 +23,7 @@ func TestWithStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

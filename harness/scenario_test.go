@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/internal/tokens"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -158,7 +159,7 @@ func TestLongContextCalibration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+		recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 		if err != nil {
 			t.Fatal(err)
 		}

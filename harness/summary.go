@@ -7,83 +7,8 @@ import (
 	"sort"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/llm-testbed/testbed/harness/results"
 )
-
-// Summary is summary.json: one entry per step, in run order.
-type Summary struct {
-	Steps []StepSummary `json:"steps"`
-}
-
-// StepSummary aggregates one step's measured requests; warm-up requests
-// are counted in Warmup and summarized apart in WarmupSummary. Latencies
-// cover successful requests only; failures are counted in Errors.
-type StepSummary struct {
-	Step        int     `json:"step"`
-	Target      string  `json:"target"`
-	Scenario    string  `json:"scenario"`
-	Concurrency int     `json:"concurrency"`
-	Rate        float64 `json:"rate"`
-	API         string  `json:"api,omitempty"`
-	Stream      bool    `json:"stream"`
-
-	Requests int            `json:"requests"` // measured (non-warm-up) requests
-	OK       int            `json:"ok"`
-	Warmup   int            `json:"warmup"`
-	Errors   map[string]int `json:"errors"`
-
-	TTFT             Stats `json:"ttft_ms"`
-	TTFTFromSchedule Stats `json:"ttft_from_schedule_ms"`
-	ITL              Stats `json:"itl_ms"`       // token-weighted
-	ChunkITL         Stats `json:"chunk_itl_ms"` // one sample per gap between chunks
-	TPOT             Stats `json:"tpot_ms"`
-	E2E              Stats `json:"e2e_ms"`
-	E2EFromSchedule  Stats `json:"e2e_from_schedule_ms"`
-	ScheduleLag      Stats `json:"schedule_lag_ms"`
-	CapWait          Stats `json:"in_flight_cap_wait_ms"` // requests that waited for max_in_flight
-	TimeToFirstByte  Stats `json:"ttfb_ms"`
-
-	OutputTokensPerS    float64 `json:"output_tokens_per_s"`
-	InputTokensPerS     float64 `json:"input_tokens_per_s"`
-	RequestsPerS        float64 `json:"requests_per_s"`
-	GoodputRequestsPerS float64 `json:"goodput_requests_per_s"`
-	WindowS             float64 `json:"window_s"`
-	InputTokens         int64   `json:"input_tokens"`
-	OutputTokens        int64   `json:"output_tokens"`
-	UsageDiscrepancies  int     `json:"usage_discrepancies"` // requests whose server N_out differs from the count
-
-	WarmupSummary *WarmupSummary `json:"warmup_summary,omitempty"`
-
-	Warnings          []string `json:"warnings"`
-	ClientBound       bool     `json:"client_bound"`
-	ClientBoundReason string   `json:"client_bound_reason"`
-}
-
-// WarmupSummary describes a step's warm-up requests, kept out of the
-// step's statistics.
-type WarmupSummary struct {
-	Requests int            `json:"requests"`
-	OK       int            `json:"ok"`
-	Errors   map[string]int `json:"errors,omitempty"`
-	TTFT     Stats          `json:"ttft_ms"`
-	E2E      Stats          `json:"e2e_ms"`
-}
-
-// Stats summarizes one metric in milliseconds. Count, mean, stddev, min and
-// max are exact; percentiles come from an HDR histogram recorded in
-// microseconds with 4 significant digits (1 µs steps up to 16 ms, 8 µs at
-// 100 ms, 64 µs at 1 s), reported as the upper edge of their bucket.
-type Stats struct {
-	Count  int64   `json:"count"`
-	Mean   float64 `json:"mean"`
-	Stddev float64 `json:"stddev"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	P50    float64 `json:"p50"`
-	P90    float64 `json:"p90"`
-	P95    float64 `json:"p95"`
-	P99    float64 `json:"p99"`
-	P999   float64 `json:"p999"`
-}
 
 // Sample-size rules for percentile warnings: a percentile is trusted when
 // at least 5 samples lie beyond it.
@@ -130,16 +55,16 @@ func (m *metric) add(ns int64, count int64) {
 	m.min, m.max = min(m.min, ns), max(m.max, ns)
 }
 
-func (m *metric) stats() Stats {
+func (m *metric) stats() results.Stats {
 	if m.n == 0 {
-		return Stats{}
+		return results.Stats{}
 	}
 	q := func(p float64) float64 { return float64(m.h.ValueAtQuantile(p)) / 1e3 }
 	sd := 0.0
 	if m.n > 1 {
 		sd = math.Sqrt(m.m2/float64(m.n-1)) / 1e6
 	}
-	return Stats{
+	return results.Stats{
 		Count: m.n, Mean: m.mean / 1e6, Stddev: sd, Min: float64(m.min) / 1e6, Max: float64(m.max) / 1e6,
 		P50: q(50), P90: q(90), P95: q(95), P99: q(99), P999: q(99.9),
 	}
@@ -157,7 +82,7 @@ func WithSLO(s SLO) SummaryOption { return func(z *summarizer) { z.slo = s } }
 // Summarize aggregates records into per-step summaries. It needs nothing
 // but the records, so `testbed report` rebuilds a run's numbers from
 // requests.jsonl alone.
-func Summarize(records []Record, opts ...SummaryOption) Summary {
+func Summarize(records []results.Record, opts ...SummaryOption) results.Summary {
 	var z summarizer
 	for _, o := range opts {
 		o(&z)
@@ -171,7 +96,7 @@ func Summarize(records []Record, opts ...SummaryOption) Summary {
 		steps = append(steps, s)
 	}
 	sort.Ints(steps)
-	out := Summary{Steps: make([]StepSummary, 0, len(steps))}
+	out := results.Summary{Steps: make([]results.StepSummary, 0, len(steps))}
 	for _, s := range steps {
 		a := newStepAgg(z.slo)
 		for _, i := range byStep[s] {
@@ -186,13 +111,13 @@ func Summarize(records []Record, opts ...SummaryOption) Summary {
 // holds its records in memory.
 type stepAgg struct {
 	slo                                       SLO
-	s                                         StepSummary
+	s                                         results.StepSummary
 	seen                                      bool
 	ttft, ttftSched, itl, chunkITL, tpot, e2e metric
 	e2eSched, lag, capWait, ttfb              metric
 	lagAll                                    metric // warm-up included, for StepMonitor
 	wTTFT, wE2E                               metric
-	warm                                      WarmupSummary
+	warm                                      results.WarmupSummary
 	good                                      int
 	start, end                                int64
 	measured                                  bool // start is set
@@ -200,10 +125,10 @@ type stepAgg struct {
 }
 
 func newStepAgg(slo SLO) *stepAgg {
-	return &stepAgg{slo: slo, s: StepSummary{Errors: map[string]int{}}, warm: WarmupSummary{Errors: map[string]int{}}}
+	return &stepAgg{slo: slo, s: results.StepSummary{Errors: map[results.ErrorClass]int{}}, warm: results.WarmupSummary{Errors: map[results.ErrorClass]int{}}}
 }
 
-func (a *stepAgg) add(r *Record) {
+func (a *stepAgg) add(r *results.Record) {
 	if !a.seen {
 		a.seen = true
 		a.s.Step, a.s.Target, a.s.Scenario, a.s.Concurrency, a.s.Rate = r.Step, r.Target, r.Scenario, r.Concurrency, r.Rate
@@ -283,7 +208,7 @@ func (a *stepAgg) add(r *Record) {
 // An undefined metric, e.g. TPOT of a one-token answer, cannot break its SLO.
 func meets(limit Duration, v int64) bool { return limit == 0 || v < 0 || v <= int64(limit) }
 
-func (a *stepAgg) summary() StepSummary {
+func (a *stepAgg) summary() results.StepSummary {
 	s := a.s
 	s.TTFT, s.TTFTFromSchedule, s.ITL, s.ChunkITL = a.ttft.stats(), a.ttftSched.stats(), a.itl.stats(), a.chunkITL.stats()
 	s.TPOT, s.E2E, s.E2EFromSchedule, s.ScheduleLag = a.tpot.stats(), a.e2e.stats(), a.e2eSched.stats(), a.lag.stats()
@@ -305,7 +230,7 @@ func (a *stepAgg) summary() StepSummary {
 	return s
 }
 
-func (a *stepAgg) warnings(s StepSummary) []string {
+func (a *stepAgg) warnings(s results.StepSummary) []string {
 	w := []string{}
 	n := s.E2E.Count
 	if s.Stream {
@@ -320,7 +245,7 @@ func (a *stepAgg) warnings(s StepSummary) []string {
 		w = append(w, fmt.Sprintf("only %d samples: P99.9 needs at least %d", n, minSamplesP999))
 	}
 	if failed := s.Requests - s.OK; failed > 0 {
-		classes := make([]string, 0, len(s.Errors))
+		classes := make([]results.ErrorClass, 0, len(s.Errors))
 		for c := range s.Errors {
 			classes = append(classes, c)
 		}

@@ -5,13 +5,15 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // WriteTable writes a summary as an aligned table for the terminal: one
 // row per step with the three layers side by side (TTFT, ITL/TPOT, E2E),
 // then throughput, errors and schedule lag, and each step's warnings under
 // the table.
-func WriteTable(w io.Writer, s Summary) error {
+func WriteTable(w io.Writer, s results.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "step\ttarget\tload\tok/req\terrors\tTTFT p50\tp99\tITL p50\tp99\tTPOT p50\tE2E p50\tp99\tout tok/s\treq/s\tgoodput\tlag p99\t")
 	for _, st := range s.Steps {
@@ -51,7 +53,7 @@ func WriteTable(w io.Writer, s Summary) error {
 }
 
 // ms formats a latency cell, "-" when the metric has no samples.
-func ms(s Stats, v float64) string {
+func ms(s results.Stats, v float64) string {
 	if s.Count == 0 {
 		return "-"
 	}
@@ -65,9 +67,9 @@ func ms(s Stats, v float64) string {
 	}
 }
 
-func errorCell(errs map[string]int) string {
+func errorCell(errs map[results.ErrorClass]int) string {
 	var parts []string
-	for _, c := range ErrorClasses {
+	for _, c := range results.ErrorClasses {
 		if n := errs[c]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s:%d", c, n))
 		}

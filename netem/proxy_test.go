@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -190,7 +191,7 @@ func TestHarnessTTFTThroughProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestHarnessSeesResetAsStreamCut(t *testing.T) {
 	if err != nil && res == nil {
 		t.Fatal(err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(res.Dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +244,8 @@ func TestHarnessSeesResetAsStreamCut(t *testing.T) {
 		t.Fatalf("%d records, want 5", len(recs))
 	}
 	for _, r := range recs {
-		if r.ErrorClass != harness.ErrStreamCut {
-			t.Errorf("%s: class %q (%s), want %q", r.ID, r.ErrorClass, r.Error, harness.ErrStreamCut)
+		if r.ErrorClass != results.ErrStreamCut {
+			t.Errorf("%s: class %q (%s), want %q", r.ID, r.ErrorClass, r.Error, results.ErrStreamCut)
 		}
 	}
 	// One reset per request; the harness's preflight connection (if it

@@ -18,6 +18,7 @@ import (
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -230,7 +231,7 @@ func Find(ctx context.Context, cfg Config) (*Report, error) {
 	fmt.Fprintf(cfg.Log, "calibrating against the mock %s\n", rep.Mock)
 
 	mon, err := clientmon.New(
-		clientmon.WithFile(filepath.Join(cfg.OutDir, "client.jsonl")),
+		clientmon.WithFile(filepath.Join(cfg.OutDir, results.ClientFile)),
 		clientmon.WithCPUThreshold(cfg.CPUShare),
 		clientmon.WithWarnings(orDiscard(cfg.Warnings)),
 	)
@@ -280,11 +281,7 @@ func Find(ctx context.Context, cfg Config) (*Report, error) {
 	if err := mon.Stop(); err != nil {
 		errs = append(errs, err)
 	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(cfg.OutDir, "calibration.json"), append(b, '\n'), 0o644)
-	}
-	if err != nil {
+	if err := results.WriteJSON(filepath.Join(cfg.OutDir, results.CalibrationFile), rep); err != nil {
 		errs = append(errs, fmt.Errorf("calibrate: %w", err))
 	}
 	if rep.Interrupted {
@@ -332,7 +329,7 @@ func runLevel(ctx context.Context, cfg Config, url string, truth truthSource, mo
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
 	}
-	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
 	}
@@ -473,7 +470,7 @@ func (r *Report) WriteTable(w io.Writer) {
 }
 
 // compare fills the level's error figures from its records and the truth.
-func compare(lv *Level, recs []harness.Record, truth truthSource) {
+func compare(lv *Level, recs []results.Record, truth truthSource) {
 	var all, ttft, itl, e2e []float64
 	for i := range recs {
 		rec := &recs[i]

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -197,7 +197,7 @@ func TestCompare(t *testing.T) {
 		"a": {ID: "a", ArrivalNS: 1_000, FirstTokenNS: 11_000, LastTokenNS: 21_000, TokenNS: []int64{11_000, 16_000, 21_000}},
 		"b": {ID: "b", ArrivalNS: 0, FirstTokenNS: 10_000, LastTokenNS: 10_000, TokenNS: []int64{10_000}},
 	}
-	recs := []harness.Record{
+	recs := []results.Record{
 		// Client: TTFT 10600 ns against the server's 10000 (+0.6 µs), E2E
 		// +0.8 µs, gaps 5000 and 5200 against 5000 and 5000.
 		{ID: "a", Stream: true, SentNS: 1_000, FirstTokenNS: 11_600, LastTokenNS: 21_800, ChunkGapsNS: []int64{5_000, 5_200}},
@@ -206,7 +206,7 @@ func TestCompare(t *testing.T) {
 		// No truth at all: unmatched.
 		{ID: "c", Stream: true, SentNS: 1, FirstTokenNS: 20_000, LastTokenNS: 20_000},
 		// Failed: counted apart.
-		{ID: "d", Stream: true, SentNS: 1, ErrorClass: harness.ErrServer},
+		{ID: "d", Stream: true, SentNS: 1, ErrorClass: results.ErrServer},
 		// Warm-up: ignored.
 		{ID: "a", Warmup: true, Stream: true, SentNS: 1, FirstTokenNS: 2, LastTokenNS: 3},
 	}

@@ -13,8 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
@@ -126,11 +126,11 @@ const (
 
 // Dir fits the run in dir (its requests.jsonl).
 func Dir(dir string, opts ...Option) (*Result, error) {
-	recs, err := harness.ReadRecords(filepath.Join(dir, "requests.jsonl"))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		return nil, fmt.Errorf("fit: %w", err)
 	}
-	b, ok, err := readServerBatch(filepath.Join(dir, ServerMetricsFile))
+	b, ok, err := readServerBatch(dir)
 	if err != nil {
 		return nil, fmt.Errorf("fit: %w", err)
 	}
@@ -141,7 +141,7 @@ func Dir(dir string, opts ...Option) (*Result, error) {
 }
 
 // Records fits a mock profile to the records of one run against a server.
-func Records(recs []harness.Record, opts ...Option) (*Result, error) {
+func Records(recs []results.Record, opts ...Option) (*Result, error) {
 	base, err := engine.Preset("llama3-8b-h100")
 	if err != nil {
 		return nil, err
@@ -209,8 +209,8 @@ func Records(recs []harness.Record, opts ...Option) (*Result, error) {
 }
 
 // pickTarget returns the records of the requested target, or of the only one.
-func pickTarget(recs []harness.Record, want string) (string, []harness.Record, error) {
-	by := map[string][]harness.Record{}
+func pickTarget(recs []results.Record, want string) (string, []results.Record, error) {
+	by := map[string][]results.Record{}
 	for _, r := range recs {
 		by[r.Target] = append(by[r.Target], r)
 	}
@@ -242,7 +242,7 @@ func keys[V any](m map[string]V) []string {
 
 // fitFixed takes TTFT and ITL from the least-loaded step of the run, where
 // queueing inside the server is least.
-func fitFixed(recs []harness.Record) (Fixed, error) {
+func fitFixed(recs []results.Record) (Fixed, error) {
 	type level struct {
 		step int
 		c    int
@@ -312,7 +312,7 @@ func fitFixed(recs []harness.Record) (Fixed, error) {
 // leaves out the steps more than 6 robust standard deviations off, at most
 // the worst 2 % of them, so that a few huge cold steps, which drag the
 // first fit, are gone before they can make ordinary steps look wrong.
-func fitEngine(recs []harness.Record, gapNS int64) (*Engine, error) {
+func fitEngine(recs []results.Record, gapNS int64) (*Engine, error) {
 	rc, err := reconstruct(recs, gapNS)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
@@ -24,9 +24,9 @@ import (
 // Each request reaches the engine 100 µs after it is sent, and each chunk is
 // seen up to arrivalJitter after its due time, so the fit works on the
 // imperfect timings a client records, not on the engine's exact schedule.
-func simulate(t *testing.T, p engine.Profile, levels []int, perLevel int, idle, arrivalJitter time.Duration, seed uint64) []harness.Record {
+func simulate(t *testing.T, p engine.Profile, levels []int, perLevel int, idle, arrivalJitter time.Duration, seed uint64) []results.Record {
 	t.Helper()
-	var recs []harness.Record
+	var recs []results.Record
 	synctest.Test(t, func(t *testing.T) {
 		sched, err := engine.New(p)
 		if err != nil {
@@ -84,7 +84,7 @@ func simulate(t *testing.T, p engine.Profile, levels []int, perLevel int, idle, 
 							times = append(times, int64(time.Since(t0)))
 						}
 						st.Close()
-						r := harness.Record{
+						r := results.Record{
 							ID: it.id, Target: "mock", Step: li, Scenario: "concurrency", Concurrency: c,
 							API: "chat", Stream: true, IntendedNS: sent, SentNS: sent,
 							FirstTokenNS: times[0], LastTokenNS: times[len(times)-1], DoneNS: times[len(times)-1],
@@ -237,25 +237,25 @@ func TestFitFallsBackToFixed(t *testing.T) {
 	oneLevel := simulate(t, testEngine(20000, 100, 500, 64, 0, 0), []int{1}, 32, 0, 0, 5)
 	cases := []struct {
 		name   string
-		recs   []harness.Record
-		mutate func(r *harness.Record, i int)
+		recs   []results.Record
+		mutate func(r *results.Record, i int)
 		want   string // in the notes
 	}{
 		// One request at a time, one prompt length: every step holds either
 		// the one prompt or the one decode, so β0, β1 and β2 cannot be told apart.
-		{"one at a time", oneLevel, func(r *harness.Record, _ int) { r.NIn = 500 }, "cannot separate"},
+		{"one at a time", oneLevel, func(r *results.Record, _ int) { r.NIn = 500 }, "cannot separate"},
 		// A server that does not batch in lockstep: every stream runs on its
 		// own clock, so chunk bursts do not line up.
-		{"no lockstep", good, func(r *harness.Record, i int) {
+		{"no lockstep", good, func(r *results.Record, i int) {
 			r.FirstTokenNS += int64(i%7) * 2_700_000
 		}, "agree with the reconstructed steps"},
 		// Non-streaming responses carry no token times.
-		{"not streamed", good, func(r *harness.Record, _ int) { r.Stream = false }, "not streamed"},
+		{"not streamed", good, func(r *results.Record, _ int) { r.Stream = false }, "not streamed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			recs := append([]harness.Record(nil), tc.recs...)
+			recs := append([]results.Record(nil), tc.recs...)
 			for i := range recs {
 				tc.mutate(&recs[i], i)
 			}

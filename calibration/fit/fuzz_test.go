@@ -3,7 +3,7 @@ package fit
 import (
 	"testing"
 
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // FuzzFit drives the reconstruction and the fit with arbitrary timings:
@@ -13,10 +13,10 @@ func FuzzFit(f *testing.F) {
 	f.Add([]byte{1, 10, 3, 5, 5, 5, 2, 40, 7, 7, 1, 3, 200, 9, 9, 9, 9})
 	f.Add([]byte{0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var recs []harness.Record
+		var recs []results.Record
 		for i := 0; i+3 < len(b) && len(recs) < 64; {
 			n := int(b[i]%8) + 1
-			r := harness.Record{ID: "r", Target: "t", Stream: true, Concurrency: int(b[i+1]%4) + 1,
+			r := results.Record{ID: "r", Target: "t", Stream: true, Concurrency: int(b[i+1]%4) + 1,
 				SentNS: int64(b[i+1]) * 1000, NIn: int(b[i+2]) + 1}
 			r.FirstTokenNS = r.SentNS + int64(b[i+3])*1000 + 1
 			i += 4

@@ -1,19 +1,14 @@
 package fit
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
-)
+	"path/filepath"
 
-// ServerMetricsFile is where a run keeps its scrapes of the server's
-// Prometheus metrics, one JSON object per scrape: {"t_ns":…,"metrics":{
-// "vllm:num_requests_running{model_name=\"m\"}":12,…}}.
-const ServerMetricsFile = "server_metrics.jsonl"
+	"github.com/llm-testbed/testbed/harness/results"
+)
 
 // Batch evidence from the server's own gauges (vLLM, TGI, the mock).
 var (
@@ -36,8 +31,8 @@ type ServerBatch struct {
 
 // readServerBatch reads dir's server metrics, if the run scraped any; ok
 // is false when the file does not exist.
-func readServerBatch(path string) (ServerBatch, bool, error) {
-	f, err := os.Open(path)
+func readServerBatch(dir string) (ServerBatch, bool, error) {
+	f, err := os.Open(filepath.Join(dir, results.ServerMetricsFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return ServerBatch{}, false, nil
 	}
@@ -49,24 +44,23 @@ func readServerBatch(path string) (ServerBatch, bool, error) {
 	return b, true, err
 }
 
+// decodeServerBatch reads the batch evidence of a server_metrics.jsonl. A
+// damaged line is counted as Malformed and ends the reading: the scrapes
+// before it still count.
 func decodeServerBatch(r io.Reader) (ServerBatch, error) {
 	var b ServerBatch
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var line struct {
-			Metrics map[string]float64 `json:"metrics"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			b.Malformed++
-			continue
-		}
-		if len(line.Metrics) == 0 {
+	samples, err := results.DecodeSamples(r)
+	if err != nil {
+		b.Malformed++
+	}
+	for i := range samples {
+		s := &samples[i]
+		if len(s.Metrics) == 0 {
 			continue // a failed scrape keeps its place but says nothing
 		}
-		run, haveRun := sum(line.Metrics, runningSeries)
-		wait, _ := sum(line.Metrics, waitingSeries)
-		kv, _ := maxOf(line.Metrics, kvSeries)
+		run, haveRun := s.Family(runningSeries...)
+		wait, _ := s.Family(waitingSeries...)
+		kv, _ := s.Family(kvSeries...)
 		if !haveRun {
 			continue
 		}
@@ -78,38 +72,5 @@ func decodeServerBatch(r io.Reader) (ServerBatch, error) {
 			b.MaxKVUsage = max(b.MaxKVUsage, kv)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return b, fmt.Errorf("server metrics: %w", err)
-	}
 	return b, nil
-}
-
-// sum adds every series whose name (before its labels) is one of names.
-func sum(m map[string]float64, names []string) (float64, bool) {
-	var total float64
-	found := false
-	for k, v := range m {
-		name, _, _ := strings.Cut(k, "{")
-		for _, n := range names {
-			if name == n {
-				total += v
-				found = true
-			}
-		}
-	}
-	return total, found
-}
-
-func maxOf(m map[string]float64, names []string) (float64, bool) {
-	var best float64
-	found := false
-	for k, v := range m {
-		name, _, _ := strings.Cut(k, "{")
-		for _, n := range names {
-			if name == n && (!found || v > best) {
-				best, found = v, true
-			}
-		}
-	}
-	return best, found
 }

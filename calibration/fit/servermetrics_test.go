@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func TestServerBatch(t *testing.T) {
@@ -55,7 +57,7 @@ func TestFitDirServerMetrics(t *testing.T) {
 	t.Parallel()
 	recs := simulate(t, testEngine(20000, 100, 500, 64, 0, 0), []int{1, 4, 16}, 32, time.Second, 100*time.Microsecond, 9)
 	dir := t.TempDir()
-	f, err := os.Create(filepath.Join(dir, "requests.jsonl"))
+	f, err := os.Create(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestFitDirServerMetrics(t *testing.T) {
 		t.Fatalf("without metrics: %+v", noMetrics.Engine)
 	}
 	lines := `{"t_ns":5,"metrics":{"vllm:num_requests_running{model_name=\"m\"}":48,"vllm:num_requests_waiting{model_name=\"m\"}":3,"vllm:kv_cache_usage_perc{model_name=\"m\"}":0.2}}` + "\n"
-	if err := os.WriteFile(filepath.Join(dir, ServerMetricsFile), []byte(lines), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, results.ServerMetricsFile), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Dir(dir)

@@ -5,8 +5,8 @@ import (
 	"math"
 	"sort"
 
-	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Step reconstruction: a continuous-batching server (vLLM, TGI, the mock's
@@ -67,7 +67,7 @@ func (s step) Batch() int { return s.Prefills + s.Decode }
 
 // streamReq is one request usable for reconstruction.
 type streamReq struct {
-	rec    *harness.Record
+	rec    *results.Record
 	times  []int64 // chunk arrivals
 	first  int     // burst of the first chunk
 	last   int     // burst of the last chunk
@@ -95,7 +95,7 @@ type reconstruction struct {
 
 // reconstruct builds the step timeline from records of one target. gapNS
 // overrides the burst threshold when > 0.
-func reconstruct(recs []harness.Record, gapNS int64) (*reconstruction, error) {
+func reconstruct(recs []results.Record, gapNS int64) (*reconstruction, error) {
 	rc := &reconstruction{Skipped: map[string]int{}}
 	var reqs []streamReq
 	for i := range recs {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/llm-testbed/testbed/calibration/ceiling"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func init() {
@@ -75,6 +76,6 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout)
 	rep.WriteTable(stdout)
-	fmt.Fprintf(stdout, "results in %s\n", filepath.Join(cfg.OutDir, "calibration.json"))
+	fmt.Fprintf(stdout, "results in %s\n", filepath.Join(cfg.OutDir, results.CalibrationFile))
 	return err
 }

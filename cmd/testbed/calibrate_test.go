@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -27,7 +27,7 @@ func TestBenchWritesClientSamples(t *testing.T) {
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	f, err := os.Open(filepath.Join(dir, clientSamplesFile))
+	f, err := os.Open(filepath.Join(dir, results.ClientFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestBenchWritesClientSamples(t *testing.T) {
 	if kinds["step"] != 2 || kinds["sample"] < 4 { // each step's begin and end, and Stop's
 		t.Errorf("client.jsonl records by kind: %v; want 2 step verdicts and samples", kinds)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, harness.SummaryFile))
+	b, err := os.ReadFile(filepath.Join(dir, results.SummaryFile))
 	if err != nil {
 		t.Fatal(err)
 	}

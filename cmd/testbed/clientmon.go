@@ -7,11 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 )
-
-// clientSamplesFile holds the client's self-monitoring samples and step
-// verdicts, beside requests.jsonl.
-const clientSamplesFile = "client.jsonl"
 
 // startClientMonitor starts watching this process for a run writing into
 // dir: samples go to dir/client.jsonl, a client-bound step is announced on
@@ -21,7 +18,7 @@ func startClientMonitor(dir string, stderr io.Writer, opts ...clientmon.Option) 
 		return nil, fmt.Errorf("client monitor: %w", err)
 	}
 	opts = append([]clientmon.Option{
-		clientmon.WithFile(filepath.Join(dir, clientSamplesFile)),
+		clientmon.WithFile(filepath.Join(dir, results.ClientFile)),
 		clientmon.WithWarnings(stderr),
 	}, opts...)
 	return clientmon.New(opts...)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func TestSelfSignedTLS(t *testing.T) {
@@ -95,7 +96,7 @@ func TestMockTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		recs, err := harness.ReadRecords(filepath.Join(dir, c.name, harness.RecordsFile))
+		recs, err := results.ReadRecords(filepath.Join(dir, c.name, results.RecordsFile))
 		if err != nil {
 			t.Fatal(err)
 		}

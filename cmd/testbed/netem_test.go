@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 var netemRE = regexp.MustCompile(`netem: (127\.0\.0\.1:\d+) -> `)
@@ -101,7 +102,7 @@ func TestSampleCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v; stderr %s", err, errOut.String())
 	}
-	got, err := gpu.ReadSamples(path)
+	got, err := results.ReadSamples(path)
 	if err != nil {
 		t.Fatal(err)
 	}

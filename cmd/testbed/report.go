@@ -12,6 +12,7 @@ import (
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/harness/report"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func init() {
@@ -65,7 +66,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := report.Write(dst, runs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(dst, report.MarkdownFile), filepath.Join(dst, report.HTMLFile))
+	fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(dst, results.ReportMarkdown), filepath.Join(dst, results.ReportHTML))
 	if *charts != "" {
 		paths, err := report.WriteCharts(*charts, runs)
 		if err != nil {
@@ -78,15 +79,15 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // printTable prints the summary table rebuilt from dir's records.
 func printTable(dir string, stdout io.Writer) error {
-	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		return err
 	}
 	var opts []harness.SummaryOption
-	if b, err := os.ReadFile(filepath.Join(dir, harness.RunFile)); err == nil {
-		var info harness.RunInfo
+	if b, err := os.ReadFile(filepath.Join(dir, results.RunFile)); err == nil {
+		var info results.RunInfo[harness.Plan]
 		if err := json.Unmarshal(b, &info); err != nil {
-			return fmt.Errorf("%s: %w", harness.RunFile, err)
+			return fmt.Errorf("%s: %w", results.RunFile, err)
 		}
 		opts = append(opts, harness.WithSLO(info.Plan.SLO))
 	}

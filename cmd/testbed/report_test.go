@@ -13,7 +13,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
-	"github.com/llm-testbed/testbed/harness/report"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -56,7 +56,7 @@ func TestReportFiles(t *testing.T) {
 			t.Errorf("%s/analysis.json: %v %+v", d, err, a.Knees)
 		}
 	}
-	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	md, err := os.ReadFile(filepath.Join(out, results.ReportMarkdown))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +66,14 @@ func TestReportFiles(t *testing.T) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, report.HTMLFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, results.ReportHTML)); err != nil {
 		t.Error(err)
 	}
 	// The main chart as a standalone SVG file, e.g. for docs/img.
 	if b, err := os.ReadFile(filepath.Join(svgDir, "chart-throughput-concurrency.svg")); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("-svg: %v", err)
 	}
-	if !strings.Contains(stdout.String(), filepath.Join(out, report.HTMLFile)) {
+	if !strings.Contains(stdout.String(), filepath.Join(out, results.ReportHTML)) {
 		t.Errorf("stdout does not say where the report is:\n%s", stdout.String())
 	}
 }
@@ -111,7 +111,7 @@ func TestReportServerView(t *testing.T) {
 	if err := run(context.Background(), []string{"report", res}, &stdout, &stderr); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	page, err := os.ReadFile(filepath.Join(res, report.HTMLFile))
+	page, err := os.ReadFile(filepath.Join(res, results.ReportHTML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestReportServerView(t *testing.T) {
 			t.Errorf("report.html lacks %s", want)
 		}
 	}
-	md, _ := os.ReadFile(filepath.Join(res, report.MarkdownFile))
+	md, _ := os.ReadFile(filepath.Join(res, results.ReportMarkdown))
 	if strings.Contains(string(md), "No server-side view") {
 		t.Error("limitations say no server-side view although the run sampled one")
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -41,7 +41,7 @@ slo: {ttft: 1s}
 	if err := run(context.Background(), []string{"run", plan, "-o", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	for _, f := range []string{harness.RecordsFile, harness.RunFile, harness.SummaryFile} {
+	for _, f := range []string{results.RecordsFile, results.RunFile, results.SummaryFile} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -109,7 +109,7 @@ func TestDemo(t *testing.T) {
 	if err := run(context.Background(), []string{"demo", "-o", dir, "--concurrency", "1,2", "--rounds", "1", "--output-tokens", "fixed:8"}, &stdout, &stderr); err != nil {
 		t.Fatalf("demo: %v\n%s", err, stderr.String())
 	}
-	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

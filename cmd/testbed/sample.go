@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	useNVML := fs.Bool("nvml", false, "read the local GPUs through NVML (needs the NVIDIA driver and a cgo build)")
 	series := fs.String("series", "", "comma-separated metric families to keep, a trailing * is a prefix (default: DCGM, vLLM and TGI essentials)")
 	interval := fs.Duration("interval", gpu.DefaultInterval, "sampling period")
-	out := fs.String("o", "", "output JSONL file (default "+gpu.ServerMetricsFile+", or "+gpu.GPUFile+" with --nvml alone)")
+	out := fs.String("o", "", "output JSONL file (default "+results.ServerMetricsFile+", or "+results.GPUFile+" with --nvml alone)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed sample [--prometheus URL ...] [--nvml] [--interval 1s] [-o FILE] [--duration D]")
@@ -58,9 +59,9 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer closeAll()
 	path := *out
 	if path == "" {
-		path = gpu.ServerMetricsFile
+		path = results.ServerMetricsFile
 		if len(urls) == 0 {
-			path = gpu.GPUFile
+			path = results.GPUFile
 		}
 	}
 	s, err := gpu.NewSampler(start, sources, gpu.WithInterval(*interval), gpu.WithFile(path))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llm-testbed/testbed/gpu"
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // startPlanSampling starts the server-side samplers plan asks for
@@ -53,11 +54,11 @@ func startPlanSampling(plan harness.Plan, dir string, t0 time.Time, stderr io.Wr
 			}
 			sources = append(sources, p)
 		}
-		s, err := gpu.NewSampler(t0, sources, gpu.WithInterval(interval(sm.Interval)), gpu.WithFile(filepath.Join(dir, gpu.ServerMetricsFile)))
+		s, err := gpu.NewSampler(t0, sources, gpu.WithInterval(interval(sm.Interval)), gpu.WithFile(filepath.Join(dir, results.ServerMetricsFile)))
 		if err != nil {
 			return fail(fmt.Errorf("server_metrics: %w", err))
 		}
-		samplers, files = append(samplers, s), append(files, gpu.ServerMetricsFile)
+		samplers, files = append(samplers, s), append(files, results.ServerMetricsFile)
 	}
 	if g := plan.GPU; g != nil && g.NVML {
 		n, err := gpu.OpenNVML()
@@ -65,11 +66,11 @@ func startPlanSampling(plan harness.Plan, dir string, t0 time.Time, stderr io.Wr
 			return fail(fmt.Errorf("gpu.nvml: %w", err))
 		}
 		closers = append(closers, n.Close)
-		s, err := gpu.NewSampler(t0, []gpu.Source{n}, gpu.WithInterval(interval(g.Interval)), gpu.WithFile(filepath.Join(dir, gpu.GPUFile)))
+		s, err := gpu.NewSampler(t0, []gpu.Source{n}, gpu.WithInterval(interval(g.Interval)), gpu.WithFile(filepath.Join(dir, results.GPUFile)))
 		if err != nil {
 			return fail(fmt.Errorf("gpu: %w", err))
 		}
-		samplers, files = append(samplers, s), append(files, gpu.GPUFile)
+		samplers, files = append(samplers, s), append(files, results.GPUFile)
 	}
 	return stop, nil
 }

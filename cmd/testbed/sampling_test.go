@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/gpu"
-	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // TestRunSamplesServerMetrics runs a plan with a server_metrics section
@@ -46,11 +46,11 @@ server_metrics:
 	if err := run(context.Background(), []string{"run", plan, "-o", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	recs, err := harness.ReadRecords(filepath.Join(out, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(out, results.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	samples, err := gpu.ReadSamples(filepath.Join(out, gpu.ServerMetricsFile))
+	samples, err := results.ReadSamples(filepath.Join(out, results.ServerMetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ server_metrics: {urls: [%q], interval: 20ms}
 	if err := run(context.Background(), []string{"run", plan, "-o", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	samples, err := gpu.ReadSamples(filepath.Join(out, gpu.ServerMetricsFile))
+	samples, err := results.ReadSamples(filepath.Join(out, results.ServerMetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

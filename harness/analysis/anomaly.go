@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Anomaly kinds, as they appear in analysis.json.
@@ -29,8 +31,8 @@ const (
 // needs. Times are offsets on one monotonic clock, in ns; 0 means "never".
 type StreamSample struct {
 	Target       string
-	Group        string // the step it belongs to, e.g. "concurrency=32"
-	ErrorClass   string // "" when the request succeeded
+	Group        string             // the step it belongs to, e.g. "concurrency=32"
+	ErrorClass   results.ErrorClass // "" when the request succeeded
 	SentNS       int64
 	FirstByteNS  int64
 	FirstTokenNS int64
@@ -201,7 +203,7 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 	{
 		n := 0
 		for _, s := range ss {
-			if s.ErrorClass == "stream_cut" && s.FirstTokenNS > 0 {
+			if s.ErrorClass == results.ErrStreamCut && s.FirstTokenNS > 0 {
 				n++
 			}
 		}

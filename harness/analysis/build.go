@@ -1,10 +1,8 @@
 package analysis
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Analysis is the content of DIR/analysis.json.
@@ -99,7 +98,7 @@ const itlMaxUS = 3_600_000_000
 
 // StepSamples collects each step's samples from the records, keyed by step
 // index. Warm-up and failed requests are left out, as in the summaries.
-func StepSamples(recs []harness.Record) map[int]*Samples {
+func StepSamples(recs []results.Record) map[int]*Samples {
 	out := map[int]*Samples{}
 	nin, nout := map[int][]float64{}, map[int][]float64{}
 	for i := range recs {
@@ -134,7 +133,7 @@ func StepSamples(recs []harness.Record) map[int]*Samples {
 
 // recordITL adds the token-weighted inter-token latencies of r: a chunk
 // carrying k tokens contributes its gap divided evenly over k tokens.
-func recordITL(h *hdrhistogram.Histogram, r *harness.Record) {
+func recordITL(h *hdrhistogram.Histogram, r *results.Record) {
 	for i, g := range r.ChunkGapsNS {
 		k := int64(1)
 		if i+1 < len(r.ChunkTokens) && r.ChunkTokens[i+1] > 1 {
@@ -148,7 +147,7 @@ func recordITL(h *hdrhistogram.Histogram, r *harness.Record) {
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // Analyze draws every conclusion from a run's summary steps and records.
-func Analyze(steps []harness.StepSummary, recs []harness.Record, o Options) Analysis {
+func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Analysis {
 	o = o.withDefaults()
 	a := Analysis{Options: o, Knees: []Knee{}, Anomalies: []Anomaly{}, LongContext: []ContextCurve{}, ColdStart: []ColdWarm{}}
 	samples := StepSamples(recs)
@@ -160,8 +159,8 @@ func Analyze(steps []harness.StepSummary, recs []harness.Record, o Options) Anal
 		f := StepFacts{Step: s.Step, Target: s.Target, Scenario: s.Scenario, Label: StepLabel(s),
 			Requests: s.Requests, ErrorRate: ErrorRate(s), Load: LoadOf(s)}
 		if s.Requests > 0 {
-			f.TimeoutRate = float64(s.Errors[harness.ErrTimeout]) / float64(s.Requests)
-			f.RateLimitedRate = float64(s.Errors[harness.ErrRateLimited]) / float64(s.Requests)
+			f.TimeoutRate = float64(s.Errors[results.ErrTimeout]) / float64(s.Requests)
+			f.RateLimitedRate = float64(s.Errors[results.ErrRateLimited]) / float64(s.Requests)
 		}
 		f.SLOAttainment = attain[s.Step]
 		f.MeetsSLO = s.Requests > 0 && f.SLOAttainment >= o.SLOAttainment
@@ -302,11 +301,11 @@ func intervalHist(h *hdrhistogram.Histogram, p, conf float64) Interval {
 
 // sloAttainment is, per step, the share of measured requests that
 // succeeded and met every SLO set (TTFT, TPOT, E2E).
-func sloAttainment(recs []harness.Record, slo harness.SLO) map[int]float64 {
+func sloAttainment(recs []results.Record, slo harness.SLO) map[int]float64 {
 	n, good := map[int]int{}, map[int]int{}
 	for i := range recs {
 		r := &recs[i]
-		if r.Warmup || r.ErrorClass == harness.ErrCancelled {
+		if r.Warmup || r.ErrorClass == results.ErrCancelled {
 			continue
 		}
 		n[r.Step]++
@@ -336,7 +335,7 @@ func sloAttainment(recs []harness.Record, slo harness.SLO) map[int]float64 {
 
 // StepLabel names a step for people: "concurrency c=32", "rate 20/s",
 // "long_context c=1".
-func StepLabel(s *harness.StepSummary) string {
+func StepLabel(s *results.StepSummary) string {
 	if s.Rate > 0 {
 		return fmt.Sprintf("%s %g/s", s.Scenario, s.Rate)
 	}
@@ -345,11 +344,7 @@ func StepLabel(s *harness.StepSummary) string {
 
 // Write stores a as DIR/analysis.json.
 func Write(dir string, a Analysis) error {
-	b, err := json.MarshalIndent(a, "", "  ")
-	if err != nil {
-		return fmt.Errorf("analysis: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "analysis.json"), append(b, '\n'), 0o644); err != nil {
+	if err := results.WriteJSON(filepath.Join(dir, results.AnalysisFile), a); err != nil {
 		return fmt.Errorf("analysis: %w", err)
 	}
 	return nil

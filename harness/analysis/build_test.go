@@ -8,6 +8,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // TestIntervalHist checks that intervals read from the ITL histogram match
@@ -35,10 +36,10 @@ func TestIntervalHist(t *testing.T) {
 
 // syntheticRecords builds n streamed records of k tokens each over a few
 // concurrency steps, for the benchmark.
-func syntheticRecords(n, k int) ([]harness.StepSummary, []harness.Record) {
+func syntheticRecords(n, k int) ([]results.StepSummary, []results.Record) {
 	r := rand.New(rand.NewPCG(1, 2))
 	conc := []int{1, 8, 32, 64}
-	recs := make([]harness.Record, n)
+	recs := make([]results.Record, n)
 	for i := range recs {
 		step := i % len(conc)
 		gaps := make([]int64, k-1)
@@ -51,7 +52,7 @@ func syntheticRecords(n, k int) ([]harness.StepSummary, []harness.Record) {
 		for _, g := range gaps {
 			sum += g
 		}
-		recs[i] = harness.Record{ID: "x", Target: "t", Step: step, Scenario: harness.ScenarioConcurrency, Concurrency: conc[step],
+		recs[i] = results.Record{ID: "x", Target: "t", Step: step, Scenario: harness.ScenarioConcurrency, Concurrency: conc[step],
 			Stream: true, IntendedNS: sent, SentNS: sent, FirstByteNS: ft, FirstTokenNS: ft, LastTokenNS: ft + sum, DoneNS: ft + sum,
 			ChunkGapsNS: gaps, NIn: 128, NOut: k}
 	}

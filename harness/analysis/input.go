@@ -1,10 +1,13 @@
 package analysis
 
-import "github.com/llm-testbed/testbed/harness"
+import (
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
+)
 
 // LadderOf returns the ladder a summary step belongs to and its load on
 // it, or "" for steps outside the concurrency and rate ladders.
-func LadderOf(s *harness.StepSummary) (string, float64) {
+func LadderOf(s *results.StepSummary) (string, float64) {
 	switch {
 	case s.Scenario == harness.ScenarioConcurrency && s.Concurrency > 0:
 		return LadderConcurrency, float64(s.Concurrency)
@@ -16,7 +19,7 @@ func LadderOf(s *harness.StepSummary) (string, float64) {
 
 // LoadOf is the step's load whatever its scenario: the rate of an
 // open-loop step, else its concurrency.
-func LoadOf(s *harness.StepSummary) float64 {
+func LoadOf(s *results.StepSummary) float64 {
 	if s.Rate > 0 {
 		return s.Rate
 	}
@@ -24,7 +27,7 @@ func LoadOf(s *harness.StepSummary) float64 {
 }
 
 // Failed is the number of measured requests of s that failed.
-func Failed(s *harness.StepSummary) int {
+func Failed(s *results.StepSummary) int {
 	n := 0
 	for _, c := range s.Errors {
 		n += c
@@ -33,7 +36,7 @@ func Failed(s *harness.StepSummary) int {
 }
 
 // ErrorRate is failed / measured requests of s.
-func ErrorRate(s *harness.StepSummary) float64 {
+func ErrorRate(s *results.StepSummary) float64 {
 	if s.Requests == 0 {
 		return 0
 	}

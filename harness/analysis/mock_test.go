@@ -9,6 +9,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -64,7 +65,7 @@ func TestAnomaliesFromMock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			recs, err := harness.ReadRecords(dir + "/" + harness.RecordsFile)
+			recs, err := results.ReadRecords(dir + "/" + results.RecordsFile)
 			if err != nil {
 				t.Fatal(err)
 			}

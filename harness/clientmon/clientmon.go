@@ -26,9 +26,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Defaults of the client-bound rules.
@@ -86,40 +87,6 @@ func WithWarnings(w io.Writer) Option { return func(m *Monitor) { m.warn = w } }
 // of connections costs noticeable CPU per sample.
 func WithSockets(on bool) Option { return func(m *Monitor) { m.sockets = on } }
 
-// Verdict is the monitor's judgement of one step, also written to
-// client.jsonl (kind "step").
-type Verdict struct {
-	Kind string `json:"kind"` // always "step"
-	Step string `json:"step"`
-	// StepIndex is the harness's step index (summary.json "step"); -1 for
-	// steps begun with Begin rather than the harness hook.
-	StepIndex int     `json:"step_index"`
-	Duration  float64 `json:"duration_s"`
-	Cores     float64 `json:"available_cores"`
-	// CPUPercent is the mean process CPU over the step, 100 = one core.
-	CPUPercent float64 `json:"process_cpu_percent"`
-	// CPUOfAvailable is CPUPercent over the available cores, 0..100.
-	CPUOfAvailable float64 `json:"process_cpu_of_available_percent"`
-	// PeakCPUOfAvailable is the highest sampled interval during the step.
-	PeakCPUOfAvailable float64 `json:"peak_process_cpu_of_available_percent"`
-	PeakHostCPU        float64 `json:"peak_host_cpu_percent"`
-	// ScheduleLagP99MS is the harness's figure; -1 when it gave none.
-	ScheduleLagP99MS  float64 `json:"schedule_lag_p99_ms"`
-	SchedLatencyP99MS float64 `json:"sched_latency_p99_ms"`
-	GCPauseMaxMS      float64 `json:"gc_pause_max_ms"`
-	PeakFDs           int32   `json:"peak_fds"`
-	PeakSockets       int     `json:"peak_sockets"`
-	PeakGoroutines    uint64  `json:"peak_goroutines"`
-	PeakRSS           uint64  `json:"peak_rss_bytes"`
-	Samples           int     `json:"samples"`
-
-	ClientBound bool     `json:"client_bound"`
-	Reasons     []string `json:"reasons,omitempty"`
-}
-
-// Reason is the verdict's reasons as one sentence ("" when not client-bound).
-func (v Verdict) Reason() string { return strings.Join(v.Reasons, "; ") }
-
 // Monitor samples the client process. Create it with New; call Stop once the
 // run is over. Its methods are safe for concurrent use.
 type Monitor struct {
@@ -144,7 +111,7 @@ type Monitor struct {
 	buf      []any // samples and verdicts not yet written
 	current  string
 	steps    map[string]*stepAcc
-	verdicts []Verdict
+	verdicts []results.Verdict
 	dropped  int // records lost to write errors
 	werr     error
 
@@ -162,7 +129,7 @@ type stepAcc struct {
 	cpuStart time.Duration
 	cpuOK    bool
 	sched    histDelta
-	v        Verdict
+	v        results.Verdict
 	cpuSum   float64 // of sampled process CPU, fallback for the mean
 }
 
@@ -252,7 +219,7 @@ func (m *Monitor) flushLoop() {
 }
 
 // sampleNow takes one sample, attributes it to the running step and buffers it.
-func (m *Monitor) sampleNow() Sample {
+func (m *Monitor) sampleNow() results.ClientSample {
 	m.mu.Lock()
 	step := m.current
 	m.mu.Unlock()
@@ -271,7 +238,7 @@ func (m *Monitor) sampleNow() Sample {
 	return smp
 }
 
-func (a *stepAcc) observe(s Sample, sched histDelta) {
+func (a *stepAcc) observe(s results.ClientSample, sched histDelta) {
 	v := &a.v
 	v.Samples++
 	a.cpuSum += s.CPU
@@ -292,23 +259,23 @@ func (m *Monitor) Begin(name string) {
 	cpu, ok := processCPU()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.steps[name] = &stepAcc{start: time.Now(), cpuStart: cpu, cpuOK: ok, v: Verdict{Kind: "step", Step: name, Cores: m.cores}}
+	m.steps[name] = &stepAcc{start: time.Now(), cpuStart: cpu, cpuOK: ok, v: results.Verdict{Kind: "step", Step: name, Cores: m.cores}}
 	m.current = name
 }
 
 // End closes step name and judges it. scheduleLagP99 is the harness's
 // schedule lag p99 for the step, or LagUnknown. Ending a step that was never
 // begun returns a verdict with no figures and ClientBound false.
-func (m *Monitor) End(name string, scheduleLagP99 time.Duration) Verdict {
+func (m *Monitor) End(name string, scheduleLagP99 time.Duration) results.Verdict {
 	return m.end(name, -1, scheduleLagP99)
 }
 
-func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) Verdict {
+func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) results.Verdict {
 	m.mu.Lock()
 	acc := m.steps[name]
 	m.mu.Unlock()
 	if acc == nil {
-		return Verdict{Kind: "step", Step: name, StepIndex: index, ScheduleLagP99MS: -1}
+		return results.Verdict{Kind: "step", Step: name, StepIndex: index, ScheduleLagP99MS: -1}
 	}
 	acc.v.StepIndex = index
 	cpuEnd, ok := processCPU()
@@ -354,31 +321,31 @@ func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) Verd
 }
 
 // rule reports whether a step broke it, and why in plain words.
-type rule func(v Verdict) (bool, string)
+type rule func(v results.Verdict) (bool, string)
 
 // rules is the client-bound rule table, each bound by the monitor's options.
 func (m *Monitor) rules() []rule {
 	return []rule{
 		// The process used (nearly) all the cores it may use: requests and
 		// token reads queued behind each other inside the client.
-		func(v Verdict) (bool, string) {
+		func(v results.Verdict) (bool, string) {
 			return v.CPUOfAvailable >= 100*m.cpuShare, fmt.Sprintf(
 				"client CPU %.0f%% of %g available cores (limit %.0f%%)", v.CPUOfAvailable, m.cores, 100*m.cpuShare)
 		},
 		// Requests left later than planned.
-		func(v Verdict) (bool, string) {
+		func(v results.Verdict) (bool, string) {
 			lag := time.Duration(v.ScheduleLagP99MS * 1e6)
 			return v.ScheduleLagP99MS >= 0 && lag > m.maxLag, fmt.Sprintf(
 				"schedule lag p99 %.2f ms > %.2f ms: requests were sent late", v.ScheduleLagP99MS, ms(m.maxLag))
 		},
 		// Goroutines waited for a thread: their timestamps are late by as much.
-		func(v Verdict) (bool, string) {
+		func(v results.Verdict) (bool, string) {
 			lat := time.Duration(v.SchedLatencyP99MS * 1e6)
 			return m.maxSched > 0 && lat > m.maxSched, fmt.Sprintf(
 				"Go scheduler latency p99 %.2f ms > %.2f ms: goroutines waited to run, so timestamps may be late", v.SchedLatencyP99MS, ms(m.maxSched))
 		},
 		// Near the descriptor limit, new connections fail as client errors.
-		func(v Verdict) (bool, string) {
+		func(v results.Verdict) (bool, string) {
 			return m.fdLimit > 0 && float64(v.PeakFDs) >= DefaultFDShare*float64(m.fdLimit), fmt.Sprintf(
 				"%d open file descriptors of a limit of %d (ulimit -n)", v.PeakFDs, m.fdLimit)
 		},
@@ -388,14 +355,14 @@ func (m *Monitor) rules() []rule {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // Verdicts returns the verdicts of the steps ended so far, in order.
-func (m *Monitor) Verdicts() []Verdict {
+func (m *Monitor) Verdicts() []results.Verdict {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Verdict(nil), m.verdicts...)
+	return append([]results.Verdict(nil), m.verdicts...)
 }
 
 // Sample takes a sample now, outside the ticker, and buffers it like the others.
-func (m *Monitor) Sample() Sample { return m.sampleNow() }
+func (m *Monitor) Sample() results.ClientSample { return m.sampleNow() }
 
 // CPUSince is the process's CPU time since New, and whether it is known.
 func (m *Monitor) CPUSince() (time.Duration, bool) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // burn keeps one goroutine busy on the CPU for d of wall time.
@@ -280,7 +281,7 @@ func TestReadFileRoundTrip(t *testing.T) {
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	samples, verdicts, err := ReadFile(path)
+	samples, verdicts, err := results.ReadClient(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestReadFileRoundTrip(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"kind":"sample"}`+"\n"+`{"kind":"gpu"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ReadFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("ReadFile(bad) = %v, want an error at line 2", err)
+	if _, _, err := results.ReadClient(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("results.ReadClient(bad) = %v, want an error at line 2", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -69,8 +70,8 @@ func TestVerdictInSummary(t *testing.T) {
 			if err := mon.Stop(); err != nil {
 				t.Fatal(err)
 			}
-			var sum harness.Summary
-			b, err := os.ReadFile(filepath.Join(dir, harness.SummaryFile))
+			var sum results.Summary
+			b, err := os.ReadFile(filepath.Join(dir, results.SummaryFile))
 			if err != nil {
 				t.Fatal(err)
 			}

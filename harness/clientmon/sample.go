@@ -8,36 +8,11 @@ import (
 	"runtime/metrics"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/net"
 	"github.com/shirou/gopsutil/v4/process"
 )
-
-// Sample is one observation of the client process, one line of client.jsonl
-// (kind "sample"). Interval figures (CPU, GC, scheduler latency) cover the
-// time since the previous sample.
-type Sample struct {
-	Kind   string    `json:"kind"`           // always "sample"
-	Time   time.Time `json:"time"`           // wall clock, for lining up with other timelines
-	T      float64   `json:"t_s"`            // seconds since the monitor started (monotonic)
-	Step   string    `json:"step,omitempty"` // the step running when the sample was taken
-	Cores  float64   `json:"available_cores"`
-	CPU    float64   `json:"process_cpu_percent"`              // 100 = one core busy (gopsutil Process.Percent)
-	CPUOf  float64   `json:"process_cpu_of_available_percent"` // CPU / available cores, 0..100
-	Host   float64   `json:"host_cpu_percent"`                 // all cores of the host, 0..100
-	RSS    uint64    `json:"rss_bytes"`
-	Thread int32     `json:"threads"`
-	FDs    int32     `json:"fds"`
-	Socket int       `json:"sockets"` // inet sockets the process holds
-
-	Goroutines        uint64  `json:"goroutines"`
-	GCCycles          uint64  `json:"gc_cycles"`            // completed in the interval
-	GCPauseMaxMS      float64 `json:"gc_pause_max_ms"`      // longest stop-the-world pause in the interval
-	SchedLatencyP99MS float64 `json:"sched_latency_p99_ms"` // goroutine runnable → running, p99 in the interval
-
-	// Errors names the probes that failed this time; their fields are zero.
-	Errors []string `json:"errors,omitempty"`
-}
 
 // runtime/metrics names read each sample.
 const (
@@ -100,9 +75,9 @@ func (s *sampler) readRuntime() (goroutines, cycles uint64, pause, sched histDel
 
 // take observes the process now. A failing probe is named in Errors and
 // leaves its field zero; the sample is still taken.
-func (s *sampler) take(ctx context.Context, step string) Sample {
+func (s *sampler) take(ctx context.Context, step string) results.ClientSample {
 	now := time.Now()
-	out := Sample{Kind: "sample", Time: now, T: now.Sub(s.start).Seconds(), Step: step, Cores: s.cores}
+	out := results.ClientSample{Kind: "sample", Time: now, T: now.Sub(s.start).Seconds(), Step: step, Cores: s.cores}
 	fail := func(probe string, err error) {
 		if err != nil {
 			out.Errors = append(out.Errors, probe+": "+err.Error())

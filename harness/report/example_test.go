@@ -13,6 +13,7 @@ import (
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -53,7 +54,7 @@ func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved
 		plan.Targets[i].URL = u
 	}
 	dir := t.TempDir()
-	mon, err := clientmon.New(clientmon.WithFile(filepath.Join(dir, ClientFile)))
+	mon, err := clientmon.New(clientmon.WithFile(filepath.Join(dir, results.ClientFile)))
 	if err != nil {
 		t.Fatal(err)
 	}

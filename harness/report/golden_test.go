@@ -11,6 +11,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 var (
@@ -37,11 +38,11 @@ func regenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Host facts would change with every regeneration; keep them neutral.
-	var info harness.RunInfo
-	readJSON(t, filepath.Join(goldenRun, harness.RunFile), &info)
-	info.Host = harness.Host{Hostname: "golden-host", OS: "linux", Arch: "amd64", CPUModel: "test CPU", CPUCores: 2, CPUThreads: 2,
+	var info results.RunInfo[harness.Plan]
+	readJSON(t, filepath.Join(goldenRun, results.RunFile), &info)
+	info.Host = results.Host{Hostname: "golden-host", OS: "linux", Arch: "amd64", CPUModel: "test CPU", CPUCores: 2, CPUThreads: 2,
 		MemoryBytes: 8 << 30, GoVersion: "go1.26", GOMAXPROCS: 2}
-	writeJSON(t, filepath.Join(goldenRun, harness.RunFile), info)
+	writeJSON(t, filepath.Join(goldenRun, results.RunFile), info)
 	_ = os.Remove(filepath.Join(goldenRun, "client.jsonl"))
 }
 

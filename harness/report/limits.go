@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // limitations writes what the numbers cannot say, found from the run
@@ -23,14 +23,14 @@ func (m *model) limitations(d *document) {
 	for _, t := range m.targets {
 		var limited, failed, total int
 		var limitedSteps []string
-		classes := map[string]int{}
+		classes := map[results.ErrorClass]int{}
 		for _, s := range t.steps {
 			total += s.s.Requests
 			failed += analysis.Failed(s.s)
 			for c, n := range s.s.Errors {
 				classes[c] += n
 			}
-			if n := s.s.Errors[harness.ErrRateLimited]; n > 0 {
+			if n := s.s.Errors[results.ErrRateLimited]; n > 0 {
 				limited += n
 				limitedSteps = append(limitedSteps, s.name())
 			}
@@ -39,7 +39,7 @@ func (m *model) limitations(d *document) {
 			var ra []float64
 			for i := range t.run.Records {
 				r := &t.run.Records[i]
-				if r.ErrorClass == harness.ErrRateLimited && r.RetryAfterMS > 0 {
+				if r.ErrorClass == results.ErrRateLimited && r.RetryAfterMS > 0 {
 					ra = append(ra, float64(r.RetryAfterMS))
 				}
 			}

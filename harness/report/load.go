@@ -11,19 +11,19 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
-	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // Run is one results directory, read back from its files.
 type Run struct {
 	Dir      string
-	Info     harness.RunInfo
-	Summary  harness.Summary // rebuilt from the records; client-bound verdicts from summary.json
-	Records  []harness.Record
+	Info     results.RunInfo[harness.Plan]
+	Summary  results.Summary // rebuilt from the records; client-bound verdicts from summary.json
+	Records  []results.Record
 	Analysis analysis.Analysis
 	// Server holds the server-side samples (server_metrics.jsonl, gpu.jsonl)
 	// when the run took them.
-	Server []ServerSample
+	Server []results.Sample
 	// Notes are problems met while reading (a missing summary.json, a torn
 	// last record), shown in the report's limitations.
 	Notes []string
@@ -44,38 +44,38 @@ func (r *Run) Name() string {
 // the self-monitor. The analysis is computed with opts.
 func Load(dir string, opts analysis.Options) (*Run, error) {
 	r := &Run{Dir: dir}
-	recs, err := harness.ReadRecords(filepath.Join(dir, harness.RecordsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		if len(recs) == 0 {
 			return nil, fmt.Errorf("report: %w", err)
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; the %d records before it are used", harness.RecordsFile, err, len(recs)))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; the %d records before it are used", results.RecordsFile, err, len(recs)))
 	}
 	r.Records = recs
-	switch b, err := os.ReadFile(filepath.Join(dir, harness.RunFile)); {
+	switch b, err := os.ReadFile(filepath.Join(dir, results.RunFile)); {
 	case errors.Is(err, fs.ErrNotExist):
-		r.Notes = append(r.Notes, harness.RunFile+" is missing: plan, SLOs and environment unknown")
+		r.Notes = append(r.Notes, results.RunFile+" is missing: plan, SLOs and environment unknown")
 	case err != nil:
 		return nil, fmt.Errorf("report: %w", err)
 	default:
 		if err := json.Unmarshal(b, &r.Info); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, harness.RunFile), err)
+			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, results.RunFile), err)
 		}
 	}
 	r.Summary = harness.Summarize(recs, harness.WithSLO(r.Info.Plan.SLO))
 
-	var saved harness.Summary
-	switch b, err := os.ReadFile(filepath.Join(dir, harness.SummaryFile)); {
+	var saved results.Summary
+	switch b, err := os.ReadFile(filepath.Join(dir, results.SummaryFile)); {
 	case errors.Is(err, fs.ErrNotExist):
-		r.Notes = append(r.Notes, harness.SummaryFile+" is missing: client-bound verdicts unknown")
+		r.Notes = append(r.Notes, results.SummaryFile+" is missing: client-bound verdicts unknown")
 	case err != nil:
 		return nil, fmt.Errorf("report: %w", err)
 	default:
 		if err := json.Unmarshal(b, &saved); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, harness.SummaryFile), err)
+			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, results.SummaryFile), err)
 		}
 	}
-	bound := map[int]harness.StepSummary{}
+	bound := map[int]results.StepSummary{}
 	for _, s := range saved.Steps {
 		bound[s.Step] = s
 	}
@@ -96,7 +96,7 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	if err := r.clientVerdicts(); err != nil {
 		r.Notes = append(r.Notes, err.Error())
 	}
-	if r.Server, err = readServer(dir); err != nil {
+	if r.Server, err = results.ReadServerSamples(dir); err != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("server samples: %v; %d lines before it are used", err, len(r.Server)))
 	}
 	if opts.SLO == (harness.SLO{}) {
@@ -106,20 +106,16 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	return r, nil
 }
 
-// ClientFile is where the self-monitor (harness/clientmon) writes its
-// samples and per-step verdicts, when the run had one.
-const ClientFile = "client.jsonl"
-
 // clientVerdicts restores client-bound flags from the self-monitor's file,
 // for steps summary.json did not flag (or when it is missing): a step the
 // monitor judged client-bound is reported as such either way.
 func (r *Run) clientVerdicts() error {
-	_, verdicts, err := clientmon.ReadFile(filepath.Join(r.Dir, ClientFile))
+	_, verdicts, err := results.ReadClient(filepath.Join(r.Dir, results.ClientFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("%s: %w", ClientFile, err)
+		return fmt.Errorf("%s: %w", results.ClientFile, err)
 	}
 	byStep := map[int]int{}
 	for i := range r.Summary.Steps {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // copyRun copies the committed golden run into a temporary directory,
@@ -15,7 +15,7 @@ import (
 func copyRun(t *testing.T, skip ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range []string{harness.RunFile, harness.RecordsFile, harness.SummaryFile} {
+	for _, f := range []string{results.RunFile, results.RecordsFile, results.SummaryFile} {
 		if contains(skip, f) {
 			continue
 		}
@@ -47,7 +47,7 @@ func TestLoad(t *testing.T) {
 		// The self-monitor's verdicts flag a step even when summary.json did not.
 		{"client verdicts", nil, func(t *testing.T, dir string) {
 			line := `{"kind":"step","step":"fast concurrency c=1","step_index":0,"client_bound":true,"reasons":["process CPU 97% of available cores"]}` + "\n"
-			if err := os.WriteFile(filepath.Join(dir, ClientFile), []byte(line), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, results.ClientFile), []byte(line), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, func(t *testing.T, r *Run, md string) {
@@ -59,22 +59,22 @@ func TestLoad(t *testing.T) {
 			}
 		}, ""},
 		// Without summary.json the numbers are rebuilt and the gap is said.
-		{"no summary", []string{harness.SummaryFile}, nil, func(t *testing.T, r *Run, md string) {
+		{"no summary", []string{results.SummaryFile}, nil, func(t *testing.T, r *Run, md string) {
 			if len(r.Summary.Steps) != nSteps || !strings.Contains(md, "summary.json is missing") {
 				t.Errorf("%d steps; notes %v", len(r.Summary.Steps), r.Notes)
 			}
 		}, ""},
 		// Without run.json there is no plan or environment, but a report.
-		{"no run.json", []string{harness.RunFile}, nil, func(t *testing.T, r *Run, md string) {
+		{"no run.json", []string{results.RunFile}, nil, func(t *testing.T, r *Run, md string) {
 			if !strings.Contains(md, "run.json is missing") || !strings.Contains(md, "## Conclusions") {
 				t.Errorf("notes %v", r.Notes)
 			}
 		}, ""},
 		// Records are the source of truth: without them there is no report.
-		{"no records", []string{harness.RecordsFile}, nil, nil, harness.RecordsFile},
+		{"no records", []string{results.RecordsFile}, nil, nil, results.RecordsFile},
 		// A torn last line (a killed run) keeps every record before it, and says so.
 		{"torn record", nil, func(t *testing.T, dir string) {
-			f, err := os.OpenFile(filepath.Join(dir, harness.RecordsFile), os.O_APPEND|os.O_WRONLY, 0)
+			f, err := os.OpenFile(filepath.Join(dir, results.RecordsFile), os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,12 +7,13 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // stepV is one step as the report sees it.
 type stepV struct {
 	run    *Run
-	s      *harness.StepSummary
+	s      *results.StepSummary
 	f      analysis.StepFacts
 	target string // display name
 	load   float64
@@ -186,7 +187,7 @@ func (s *stepV) interval(metric string, p float64) (analysis.Interval, bool) {
 }
 
 // loadLabel says what a load value means in a scenario.
-func loadLabel(scenario string, s *harness.StepSummary) string {
+func loadLabel(scenario string, s *results.StepSummary) string {
 	if s.Rate > 0 {
 		return fmt.Sprintf("%s req/s", num(s.Rate))
 	}

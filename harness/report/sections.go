@@ -3,11 +3,13 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // group is one section of the dimensions: a scenario, or a pair compared.
@@ -128,7 +130,7 @@ func (m *model) latencyTable(d *document, scs []string) {
 	t := table{header: h, right: rightFrom(lead, len(h))}
 	for _, s := range rows {
 		r := append(stepCells(s, scs), fmt.Sprint(s.s.OK))
-		for _, st := range []harness.Stats{s.s.TTFT, s.s.ITL, s.s.E2E} {
+		for _, st := range []results.Stats{s.s.TTFT, s.s.ITL, s.s.E2E} {
 			r = append(r, pcells(st)...)
 		}
 		t.rows = append(t.rows, r)
@@ -162,18 +164,18 @@ func (m *model) throughputTable(d *document, scs []string) {
 	d.add(t)
 }
 
-func errorsCell(s *harness.StepSummary) string {
+func errorsCell(s *results.StepSummary) string {
 	if analysis.Failed(s) == 0 {
 		return "—"
 	}
 	var parts, extra []string
-	for _, c := range harness.ErrorClasses {
+	for _, c := range results.ErrorClasses {
 		if n := s.Errors[c]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", c, n))
 		}
 	}
 	for c, n := range s.Errors { // classes outside the known list still count
-		if !contains(harness.ErrorClasses, c) && n > 0 {
+		if !slices.Contains(results.ErrorClasses, c) && n > 0 {
 			extra = append(extra, fmt.Sprintf("%s %d", c, n))
 		}
 	}
@@ -215,11 +217,11 @@ func (m *model) ladderCharts(d *document, sc string) {
 	d.chart(thr)
 	for _, metric := range []struct {
 		id, name string
-		get      func(*harness.StepSummary) harness.Stats
+		get      func(*results.StepSummary) results.Stats
 	}{
-		{"ttft", "TTFT", func(s *harness.StepSummary) harness.Stats { return s.TTFT }},
-		{"itl", "ITL", func(s *harness.StepSummary) harness.Stats { return s.ITL }},
-		{"e2e", "E2E latency", func(s *harness.StepSummary) harness.Stats { return s.E2E }},
+		{"ttft", "TTFT", func(s *results.StepSummary) results.Stats { return s.TTFT }},
+		{"itl", "ITL", func(s *results.StepSummary) results.Stats { return s.ITL }},
+		{"e2e", "E2E latency", func(s *results.StepSummary) results.Stats { return s.E2E }},
 	} {
 		c := Chart{ID: "chart-" + metric.id + "-" + sc, Title: metric.name + " P50 / P95 / P99 vs " + strings.Split(xl, " ")[0], XLabel: xl, YLabel: "ms"}
 		for i, t := range m.targets {
@@ -231,11 +233,11 @@ func (m *model) ladderCharts(d *document, sc string) {
 			for _, q := range []struct {
 				p    string
 				dash string
-				get  func(harness.Stats) float64
+				get  func(results.Stats) float64
 			}{
-				{"P50", "", func(s harness.Stats) float64 { return s.P50 }},
-				{"P95", "6 4", func(s harness.Stats) float64 { return s.P95 }},
-				{"P99", "2 3", func(s harness.Stats) float64 { return s.P99 }},
+				{"P50", "", func(s results.Stats) float64 { return s.P50 }},
+				{"P95", "6 4", func(s results.Stats) float64 { return s.P95 }},
+				{"P99", "2 3", func(s results.Stats) float64 { return s.P99 }},
 			} {
 				se := Series{Name: t.name + " " + q.p, Color: col, Dash: q.dash}
 				for _, s := range steps {
@@ -373,7 +375,7 @@ func (m *model) connTable(d *document) {
 
 // pcells are a metric's P50, P95 and P99 cells; "—" when the metric has no
 // sample (TTFT and ITL of non-streaming requests).
-func pcells(st harness.Stats) []string {
+func pcells(st results.Stats) []string {
 	if st.Count == 0 {
 		return []string{"—", "—", "—"}
 	}

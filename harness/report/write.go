@@ -5,12 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-)
 
-// Output file names.
-const (
-	MarkdownFile = "report.md"
-	HTMLFile     = "report.html"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // build assembles the whole report, conclusions first.
@@ -54,10 +50,10 @@ func Write(outDir string, runs []*Run) error {
 	for i, r := range runs {
 		names[i] = r.Name()
 	}
-	if err := os.WriteFile(filepath.Join(outDir, MarkdownFile), []byte(d.markdown()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, results.ReportMarkdown), []byte(d.markdown()), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(outDir, HTMLFile), []byte(d.html("testbed report: "+strings.Join(names, ", "))), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, results.ReportHTML), []byte(d.html("testbed report: "+strings.Join(names, ", "))), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

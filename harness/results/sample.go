@@ -1,23 +1,18 @@
-package gpu
+package results
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 )
 
-// Default file names in a results directory.
-const (
-	GPUFile           = "gpu.jsonl"            // NVML samples
-	ServerMetricsFile = "server_metrics.jsonl" // Prometheus scrapes
-)
-
-// Sample is one reading of one Source: one line of gpu.jsonl or
-// server_metrics.jsonl.
+// Sample is one reading of one source (NVML, or one scraped /metrics URL):
+// one line of gpu.jsonl or server_metrics.jsonl.
 type Sample struct {
 	// Offset is when the reading began, in ns since the Sampler's start
 	// (monotonic), on the same axis as the harness's record offsets.
@@ -64,37 +59,64 @@ type Device struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// ReadSamples reads a JSONL file written by a Sampler.
-func ReadSamples(path string) ([]Sample, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("samples: %w", err)
+// ReadSamples reads a gpu.jsonl or server_metrics.jsonl file.
+func ReadSamples(path string) ([]Sample, error) { return ReadLines[Sample](path) }
+
+// ReadServerSamples reads dir's server_metrics.jsonl and gpu.jsonl, those
+// that exist, merged in time order. On a damaged line it returns what was
+// read with the error.
+func ReadServerSamples(dir string) ([]Sample, error) {
+	var out []Sample
+	for _, name := range []string{ServerMetricsFile, GPUFile} {
+		s, err := ReadSamples(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		out = append(out, s...)
+		if err != nil {
+			return out, err
+		}
 	}
-	defer f.Close()
-	s, err := DecodeSamples(f)
-	if err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	return out, nil
+}
+
+// Family sums a sample's series of the first metric family present among
+// names (over its label sets), and says whether any was. Names are
+// alternatives in order of preference: a server exposing both vLLM's and
+// TGI's gauges for the same thing (as the mock does) counts it once.
+func (s *Sample) Family(names ...string) (float64, bool) {
+	for _, n := range names {
+		var sum float64
+		found := false
+		for k, v := range s.Metrics {
+			if SeriesName(k) == n {
+				sum += v
+				found = true
+			}
+		}
+		if found {
+			return sum, true
+		}
 	}
-	return s, nil
+	return 0, false
+}
+
+// SeriesName is the metric name of a series key (`name{labels}`).
+func SeriesName(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// SourceName shortens a scrape URL to host:port for legends and tables.
+func SourceName(src string) string {
+	if u, err := url.Parse(src); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return src
 }
 
 // DecodeSamples reads Sample lines from r until EOF.
-func DecodeSamples(r io.Reader) ([]Sample, error) {
-	var out []Sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for n := 1; sc.Scan(); n++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var s Sample
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return out, fmt.Errorf("line %d: %w", n, err)
-		}
-		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return out, err
-	}
-	return out, nil
-}
+func DecodeSamples(r io.Reader) ([]Sample, error) { return DecodeLines[Sample](r) }

@@ -1,10 +1,12 @@
-package report
+package results
 
-import "testing"
+import (
+	"testing"
+)
 
-func TestServerFamily(t *testing.T) {
+func TestSampleFamily(t *testing.T) {
 	t.Parallel()
-	s := ServerSample{Metrics: map[string]float64{
+	s := Sample{Metrics: map[string]float64{
 		`vllm:num_requests_running{model_name="a"}`: 3,
 		`vllm:num_requests_running{model_name="b"}`: 4,
 		`tgi_batch_current_size`:                    7,
@@ -21,7 +23,7 @@ func TestServerFamily(t *testing.T) {
 		{[]string{"vllm:num_requests"}, 0, false},                                  // a prefix is not the family
 	}
 	for _, c := range cases {
-		if got, ok := s.family(c.names...); got != c.want || ok != c.found {
+		if got, ok := s.Family(c.names...); got != c.want || ok != c.found {
 			t.Errorf("family(%v) = %v, %v; want %v, %v", c.names, got, ok, c.want, c.found)
 		}
 	}

@@ -1,28 +1,24 @@
-package harness
+package results
 
-import (
-	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-)
+import "io"
 
-// Error classes of a failed request (Record.ErrorClass). A successful
-// request has none.
+// ErrorClass names why a request failed (Record.ErrorClass); a successful
+// request has none. docs/failure.md says when each applies.
+type ErrorClass string
+
+// The error classes.
 const (
-	ErrRateLimited = "rate_limited" // HTTP 429; Record.RetryAfterMS keeps the server's Retry-After
-	ErrTimeout     = "timeout"      // a configured timeout fired (connect, idle or whole request)
-	ErrServer      = "server_error" // HTTP 5xx, or an error event inside the stream
-	ErrStreamCut   = "stream_cut"   // connection reset or stream ended before its finish marker
-	ErrClient      = "client_error" // HTTP 4xx other than 429
-	ErrOther       = "other"        // anything else, e.g. connection refused
-	ErrCancelled   = "cancelled"    // the run was interrupted before the request finished
+	ErrRateLimited ErrorClass = "rate_limited" // HTTP 429; Record.RetryAfterMS keeps the server's Retry-After
+	ErrTimeout                = "timeout"      // a configured timeout fired (connect, idle or whole request)
+	ErrServer                 = "server_error" // HTTP 5xx, or an error event inside the stream
+	ErrStreamCut              = "stream_cut"   // connection reset or stream ended before its finish marker
+	ErrClient                 = "client_error" // HTTP 4xx other than 429
+	ErrOther                  = "other"        // anything else, e.g. connection refused
+	ErrCancelled              = "cancelled"    // the run was interrupted before the request finished
 )
 
 // ErrorClasses lists the classes in the order reports show them.
-var ErrorClasses = []string{ErrRateLimited, ErrTimeout, ErrServer, ErrStreamCut, ErrClient, ErrOther, ErrCancelled}
+var ErrorClasses = []ErrorClass{ErrRateLimited, ErrTimeout, ErrServer, ErrStreamCut, ErrClient, ErrOther, ErrCancelled}
 
 // Record is one request, one line of requests.jsonl. Times are nanoseconds
 // on the harness's monotonic clock since the run's start; 0 means the event
@@ -69,12 +65,12 @@ type Record struct {
 	MaxTokens     int  `json:"max_tokens,omitempty"`        // output tokens asked for
 	NOutDiff      int  `json:"n_out_discrepancy,omitempty"` // server N_out minus counted, when both exist and differ
 
-	Status       int    `json:"status,omitempty"`
-	ErrorClass   string `json:"error_class,omitempty"`
-	Error        string `json:"error,omitempty"` // error message or the server's error body, truncated
-	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
-	Attempts     int    `json:"attempts,omitempty"` // sends, when retried (>1)
-	FinishReason string `json:"finish_reason,omitempty"`
+	Status       int        `json:"status,omitempty"`
+	ErrorClass   ErrorClass `json:"error_class,omitempty"`
+	Error        string     `json:"error,omitempty"` // error message or the server's error body, truncated
+	RetryAfterMS int64      `json:"retry_after_ms,omitempty"`
+	Attempts     int        `json:"attempts,omitempty"` // sends, when retried (>1)
+	FinishReason string     `json:"finish_reason,omitempty"`
 }
 
 // OK reports whether the request succeeded.
@@ -97,62 +93,9 @@ func (r *Record) ChunkTimes() []int64 {
 }
 
 // ReadRecords reads a requests.jsonl file. A line that does not parse is an
-// error naming the line: records are the source of truth and are never
-// skipped silently.
-func ReadRecords(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return DecodeRecords(f)
-}
+// error naming the line, returned with every record before it; a torn last
+// line (a killed run) is ErrTornLine.
+func ReadRecords(path string) ([]Record, error) { return ReadLines[Record](path) }
 
 // DecodeRecords reads records, one JSON object per line, from r.
-func DecodeRecords(r io.Reader) ([]Record, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
-	var out []Record
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 && !(len(b) == 1 && b[0] == '\n') {
-			var rec Record
-			if jerr := json.Unmarshal(b, &rec); jerr != nil {
-				if err == io.EOF {
-					// A torn last line from a killed run: say so, keep the rest.
-					return out, fmt.Errorf("records: line %d is incomplete (%d records read before it): %w", line, len(out), jerr)
-				}
-				return out, fmt.Errorf("records: line %d: %w", line, jerr)
-			}
-			out = append(out, rec)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return out, fmt.Errorf("records: %w", err)
-		}
-	}
-}
-
-// recordWriter writes records as JSON lines through one buffered writer.
-type recordWriter struct {
-	bw  *bufio.Writer
-	enc *json.Encoder
-	n   int64
-}
-
-func newRecordWriter(w io.Writer) *recordWriter {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	return &recordWriter{bw: bw, enc: enc}
-}
-
-// Write appends one line (json.Encoder ends each value with '\n').
-func (w *recordWriter) Write(r *Record) error {
-	w.n++
-	return w.enc.Encode(r)
-}
-
-// Flush pushes buffered lines to the file.
-func (w *recordWriter) Flush() error { return w.bw.Flush() }
+func DecodeRecords(r io.Reader) ([]Record, error) { return DecodeLines[Record](r) }

@@ -1,0 +1,82 @@
+package results
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sampleRecords covers every kind of field: times, gaps, usage, an error.
+func sampleRecords() []Record {
+	return []Record{
+		{
+			ID: "r1-0-0", Target: "mock", Step: 0, Scenario: "concurrency", Concurrency: 4, API: "chat", Stream: true,
+			IntendedNS: 1_000, SentNS: 2_000, WroteNS: 2_500, FirstByteNS: 90_000_000, FirstTokenNS: 100_002_000,
+			LastTokenNS: 130_002_000, DoneNS: 130_100_000, ConnectNS: 40_000, ConnReused: true,
+			ChunkGapsNS: []int64{10_000_000, 20_000_000}, ChunkTokens: []int32{1, 1, 2},
+			NIn: 138, NOut: 4, NOutCounted: 4, UsageReported: true, NInPlanned: 128, MaxTokens: 4,
+			Status: 200, FinishReason: "length",
+		},
+		{
+			ID: "r1-0-1", Target: "mock", Step: 0, Scenario: "concurrency", Concurrency: 4, API: "chat", Stream: true, Warmup: true,
+			IntendedNS: 5, DoneNS: 9, Status: 429, ErrorClass: ErrRateLimited, Error: "slow down \"please\"\n", RetryAfterMS: 644, Attempts: 2,
+		},
+		{ID: "r1-1-0", Target: "t", Step: 1, Scenario: "rate", Rate: 12.5, API: "tgi", IntendedNS: 1, DoneNS: 2, ErrorClass: ErrStreamCut, NOutDiff: -3},
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w := NewLineWriter[Record](&buf)
+	in := sampleRecords()
+	for i := range in {
+		if err := w.Write(&in[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "\n"); n != len(in) {
+		t.Fatalf("%d lines for %d records", n, len(in))
+	}
+	out, err := DecodeRecords(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed records:\n in  %+v\n out %+v", in, out)
+	}
+	if got := out[0].ChunkTimes(); !reflect.DeepEqual(got, []int64{100_002_000, 110_002_000, 130_002_000}) {
+		t.Errorf("ChunkTimes = %v", got)
+	}
+}
+
+func TestDecodeRecordsTornLine(t *testing.T) {
+	t.Parallel()
+	in := "{\"id\":\"a\",\"step\":0}\n{\"id\":\"b\",\"st"
+	out, err := DecodeRecords(strings.NewReader(in))
+	if !errors.Is(err, ErrTornLine) || !strings.Contains(err.Error(), "line 2") || len(out) != 1 {
+		t.Fatalf("got %d records, err %v; want 1 record and an error naming line 2", len(out), err)
+	}
+}
+
+func BenchmarkRecordWrite(b *testing.B) {
+	rec := sampleRecords()[0]
+	rec.ChunkGapsNS = make([]int64, 128)
+	for i := range rec.ChunkGapsNS {
+		rec.ChunkGapsNS[i] = 10_000_000 + int64(i)
+	}
+	rec.ChunkTokens = nil
+	var buf bytes.Buffer
+	w := NewLineWriter[Record](&buf)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		_ = w.Write(&rec)
+		_ = w.Flush()
+	}
+}

@@ -1,0 +1,36 @@
+package results
+
+import "time"
+
+// RunInfo is run.json: everything needed to understand and rerun a run. P
+// is the plan's type (harness.Plan); the contract keeps its shape, the
+// harness owns its meaning.
+type RunInfo[P any] struct {
+	FormatVersion int       `json:"format_version"`
+	RunID         string    `json:"run_id"`
+	Version       string    `json:"version"`
+	Seed          int64     `json:"seed"`
+	Plan          P         `json:"plan"` // fully resolved, defaults filled in
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end,omitzero"`
+	Interrupted   bool      `json:"interrupted"`
+	Records       int64     `json:"records"`
+	Host          Host      `json:"host"`
+}
+
+// Host describes the machine that ran the client, for run.json.
+type Host struct {
+	Hostname       string   `json:"hostname"`
+	OS             string   `json:"os"`
+	Platform       string   `json:"platform,omitempty"`
+	Kernel         string   `json:"kernel,omitempty"`
+	Arch           string   `json:"arch"`
+	CPUModel       string   `json:"cpu_model,omitempty"`
+	CPUCores       int      `json:"cpu_cores,omitempty"`   // physical
+	CPUThreads     int      `json:"cpu_threads,omitempty"` // logical
+	MemoryBytes    uint64   `json:"memory_bytes,omitempty"`
+	GoVersion      string   `json:"go_version"`
+	GOMAXPROCS     int      `json:"gomaxprocs"`
+	Virtualization string   `json:"virtualization,omitempty"`
+	Errors         []string `json:"errors,omitempty"` // facts that could not be read
+}
