@@ -315,7 +315,7 @@ timeouts: {request: 30s}
 		t.Fatal(err)
 	}
 	defer mon.Stop()
-	res, err := harness.Run(ctx, plan, dir, harness.WithStepMonitor(mon))
+	res, err := harness.Run(ctx, plan, dir, harness.WithClientMonitor(mon))
 	if err != nil {
 		t.Fatalf("harness.Run: %v", err)
 	}

@@ -1,13 +1,10 @@
 package gpu
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -59,7 +56,7 @@ func WithFlushEvery(d time.Duration) SamplerOption { return func(s *Sampler) { s
 
 // ErrDropped is wrapped by Stop's error when readings were dropped because
 // the buffer was full, so a caller can warn rather than fail.
-var ErrDropped = errors.New("readings dropped")
+var ErrDropped = results.ErrDropped
 
 // Stats counts a Sampler's readings.
 type Stats struct {
@@ -71,10 +68,10 @@ type Stats struct {
 	WriteErrors int64 `json:"write_errors"`
 }
 
-// Sampler reads its sources periodically and writes each reading as a JSON
-// line. Create it with NewSampler and call Stop when the run is over.
+// Sampler reads its sources periodically, on results.Periodic, and writes
+// each reading as a JSON line. Create it with NewSampler and call Stop when
+// the run is over.
 type Sampler struct {
-	sources    []Source
 	start      time.Time
 	interval   time.Duration
 	timeout    time.Duration
@@ -82,18 +79,13 @@ type Sampler struct {
 	flushEvery time.Duration
 	out        io.Writer
 	path       string
-	file       *os.File
-	w          *bufio.Writer
+	lines      *results.Periodic[results.Sample]
 
 	mu      sync.Mutex
-	buf     []results.Sample
 	pending map[string]int64 // drops per source not yet reported in a line
-	stats   Stats
-	werr    error
+	samples int64
+	errors  int64
 
-	wmu      sync.Mutex // serialises writes to w
-	stop     chan struct{}
-	loops    sync.WaitGroup
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -104,12 +96,10 @@ type Sampler struct {
 // monotonic reading (come from time.Now).
 func NewSampler(start time.Time, sources []Source, opts ...SamplerOption) (*Sampler, error) {
 	s := &Sampler{
-		sources:  sources,
 		start:    start,
 		interval: DefaultInterval,
 		capacity: DefaultBuffer,
 		pending:  map[string]int64{},
-		stop:     make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -127,42 +117,21 @@ func NewSampler(start time.Time, sources []Source, opts ...SamplerOption) (*Samp
 	if s.timeout <= 0 {
 		s.timeout = max(s.interval, time.Second)
 	}
-	if s.flushEvery <= 0 {
-		s.flushEvery = min(5*s.interval, 5*time.Second)
+	lines, err := results.NewPeriodic[results.Sample](results.PeriodicConfig{
+		Interval:   s.interval,
+		FlushEvery: s.flushEvery,
+		Capacity:   s.capacity,
+		Path:       s.path,
+		Out:        s.out,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sampler: %w", err)
 	}
-	if s.path != "" {
-		f, err := os.Create(s.path)
-		if err != nil {
-			return nil, fmt.Errorf("sampler: %w", err)
-		}
-		s.file, s.out = f, f
-	}
-	if s.out != nil {
-		s.w = bufio.NewWriterSize(s.out, 64<<10)
-	}
+	s.lines = lines
 	for _, src := range sources {
-		s.loops.Add(1)
-		go s.sampleLoop(src)
+		s.lines.Every(func() { s.take(src) })
 	}
-	s.loops.Add(1)
-	go s.flushLoop()
 	return s, nil
-}
-
-// sampleLoop reads src once now and then per tick. It only appends to the
-// buffer, so a slow disk never delays a reading.
-func (s *Sampler) sampleLoop(src Source) {
-	defer s.loops.Done()
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		s.take(src)
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // take reads src once and buffers the sample.
@@ -175,111 +144,41 @@ func (s *Sampler) take(src Source) {
 	smp.Took = int64(time.Since(begin))
 	if err != nil {
 		smp.Error = err.Error()
-		smp.Devices, smp.Metrics = nil, nil
+		smp.Devices = nil
+		smp.Metrics = nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stats.Samples++
+	s.samples++
 	if err != nil {
-		s.stats.Errors++
+		s.errors++
 	}
-	if len(s.buf) >= s.capacity {
-		s.stats.Dropped++
+	smp.DroppedBefore = s.pending[smp.Source]
+	if !s.lines.Add(smp) {
 		s.pending[smp.Source]++
 		return
 	}
-	smp.DroppedBefore = s.pending[smp.Source]
 	delete(s.pending, smp.Source)
-	s.buf = append(s.buf, smp)
-}
-
-func (s *Sampler) flushLoop() {
-	defer s.loops.Done()
-	t := time.NewTicker(s.flushEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.flush()
-		}
-	}
-}
-
-// flush writes the buffered samples out. Without an output they are
-// counted as written and discarded, so a Sampler used for Stats alone
-// never fills up.
-func (s *Sampler) flush() {
-	s.mu.Lock()
-	batch := s.buf
-	s.buf = make([]results.Sample, 0, min(len(batch)*2+1, s.capacity))
-	s.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	var written, lost int64
-	var werr error
-	if s.w == nil {
-		written = int64(len(batch))
-	} else {
-		enc := json.NewEncoder(s.w)
-		for i := range batch {
-			if err := enc.Encode(&batch[i]); err != nil {
-				werr = err
-				lost = int64(len(batch) - i)
-				break
-			}
-			written++
-		}
-		if werr == nil {
-			if err := s.w.Flush(); err != nil {
-				werr, lost, written = err, lost+written, 0
-			}
-		}
-	}
-	s.mu.Lock()
-	s.stats.Written += written
-	s.stats.WriteErrors += lost
-	if werr != nil && s.werr == nil {
-		s.werr = fmt.Errorf("sampler: write: %w", werr)
-	}
-	s.mu.Unlock()
 }
 
 // Stats returns the counts so far.
 func (s *Sampler) Stats() Stats {
+	ls := s.lines.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	return Stats{Samples: s.samples, Errors: s.errors, Dropped: ls.Dropped, Written: ls.Written, WriteErrors: ls.Lost}
 }
 
 // Stop ends sampling, takes one last reading of every source (so the
 // timeline covers the end of the run), writes everything buffered and
 // closes the file. It is safe to call twice; later calls return the first
-// call's result. A non-nil error means lines were lost to the output.
+// call's result. A non-nil error means lines were lost to the output, or
+// wraps ErrDropped when readings were dropped.
 func (s *Sampler) Stop() error {
 	s.stopOnce.Do(func() {
-		close(s.stop)
-		s.loops.Wait()
-		for _, src := range s.sources {
-			s.take(src)
+		if err := s.lines.Stop(); err != nil {
+			s.stopErr = fmt.Errorf("sampler: %w", err)
 		}
-		s.flush()
-		s.mu.Lock()
-		err := s.werr
-		if n := s.stats.Dropped; n > 0 {
-			err = errors.Join(err, fmt.Errorf("sampler: %d %w (buffer of %d full)", n, ErrDropped, s.capacity))
-		}
-		s.mu.Unlock()
-		if s.file != nil {
-			if cerr := s.file.Close(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("sampler: %w", cerr))
-			}
-		}
-		s.stopErr = err
 	})
 	return s.stopErr
 }

@@ -1,6 +1,11 @@
 package harness
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/llm-testbed/testbed/harness/clientmon"
+)
 
 // StepInfo identifies one step of a run for a StepMonitor.
 type StepInfo struct {
@@ -27,7 +32,22 @@ type StepMonitor interface {
 	StepEnded(step StepInfo) (clientBound bool, reason string)
 }
 
-// WithStepMonitor makes Run report each step to m.
-func WithStepMonitor(m StepMonitor) RunOption {
-	return func(o *runOptions) { o.monitors = append(o.monitors, m) }
+// clientStepMonitor reports a run's steps to the client monitor.
+type clientStepMonitor struct{ m *clientmon.Monitor }
+
+// clientStepLabel names a step in client.jsonl: index, target and load,
+// e.g. "2 mock c=100" or "5 mock r=50".
+func clientStepLabel(s StepInfo) string {
+	load := fmt.Sprintf("c=%d", s.Concurrency)
+	if s.Concurrency == 0 && s.Rate > 0 {
+		load = fmt.Sprintf("r=%g", s.Rate)
+	}
+	return fmt.Sprintf("%d %s %s", s.Index, s.Target, load)
+}
+
+func (c clientStepMonitor) StepStarted(s StepInfo) { c.m.Begin(clientStepLabel(s)) }
+
+func (c clientStepMonitor) StepEnded(s StepInfo) (clientBound bool, reason string) {
+	v := c.m.EndStep(clientStepLabel(s), s.Index, s.ScheduleLagP99)
+	return v.ClientBound, v.Reason()
 }

@@ -36,7 +36,7 @@ func TestStepMonitor(t *testing.T) {
 	p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 	p.Load = harness.Load{Concurrency: []int{1, 2}, Requests: 4}
 	v := &verdicts{}
-	res, err := harness.Run(context.Background(), p, t.TempDir(), harness.WithStepMonitor(v))
+	res, err := harness.Run(context.Background(), p, t.TempDir(), harness.WithStepMonitor(v), harness.WithoutClientMonitor())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,23 @@
 package harness
 
-import "time"
+import (
+	"io"
+	"time"
 
-// RunOption configures Run.
+	"github.com/llm-testbed/testbed/harness/clientmon"
+)
+
+// RunOption configures Run. Every option of a run is here.
 type RunOption func(*runOptions)
 
 type runOptions struct {
-	monitors []StepMonitor
-	version  string
-	progress func(Progress)
-	start    time.Time // WithStart; zero: Run's own start
-	every    time.Duration
+	monitors  []StepMonitor
+	version   string
+	progress  func(Progress)
+	every     time.Duration
+	warnings  io.Writer
+	clientMon *clientmon.Monitor // WithClientMonitor; nil: Run starts its own
+	noMonitor bool               // WithoutClientMonitor
 }
 
 // WithVersion records the tool's version in run.json.
@@ -19,8 +26,34 @@ func WithVersion(v string) RunOption { return func(o *runOptions) { o.version = 
 // WithProgress makes Run call fn about every interval with the run's
 // progress, from its own goroutine; fn must return quickly.
 func WithProgress(interval time.Duration, fn func(Progress)) RunOption {
-	return func(o *runOptions) { o.progress, o.every = fn, interval }
+	return func(o *runOptions) {
+		o.progress = fn
+		o.every = interval
+	}
 }
+
+// WithWarnings prints what a person watching the run should know at once
+// to w: a client-bound step, samples dropped or failed. Without it they
+// are only in the results directory.
+func WithWarnings(w io.Writer) RunOption { return func(o *runOptions) { o.warnings = w } }
+
+// WithStepMonitor makes Run report each step to m, beside the client
+// monitor.
+func WithStepMonitor(m StepMonitor) RunOption {
+	return func(o *runOptions) { o.monitors = append(o.monitors, m) }
+}
+
+// WithClientMonitor makes Run judge its steps with m, which the caller
+// started and stops (so several runs can share one client.jsonl), instead
+// of starting its own monitor writing the results directory's client.jsonl.
+func WithClientMonitor(m *clientmon.Monitor) RunOption {
+	return func(o *runOptions) { o.clientMon = m }
+}
+
+// WithoutClientMonitor runs without watching the client process: no
+// client.jsonl and no client-bound verdicts. For tests that judge steps
+// themselves; a measurement should keep the monitor.
+func WithoutClientMonitor() RunOption { return func(o *runOptions) { o.noMonitor = true } }
 
 // Progress is a snapshot of a running run.
 type Progress struct {

@@ -1,12 +1,20 @@
 package harness
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
+)
 
 // ServerMetrics asks for the servers' Prometheus endpoints (vLLM, TGI, a
 // DCGM exporter) to be scraped during the run into server_metrics.jsonl,
-// on the run's clock, beside requests.jsonl. The harness only carries this
-// section; the caller (testbed run / bench) does the sampling with package
-// testbed/gpu.
+// on the records' clock.
 type ServerMetrics struct {
 	URLs     []string `yaml:"urls" json:"urls"`                         // full /metrics URLs
 	Interval Duration `yaml:"interval,omitempty" json:"interval"`       // default 1s
@@ -21,8 +29,133 @@ type GPUSampling struct {
 	Interval Duration `yaml:"interval,omitempty" json:"interval"` // default 1s
 }
 
-// WithStart makes Run measure every offset in its records from t instead
-// of from its own start, so samplers started just before Run (with the same
-// t) share the records' time axis. t must come from time.Now (it carries
-// the monotonic reading) and must not be later than the call to Run.
-func WithStart(t time.Time) RunOption { return func(o *runOptions) { o.start = t } }
+// watchers are what Run starts beside the load, all on the records' clock:
+// the client monitor (client.jsonl) and the plan's samplers
+// (server_metrics.jsonl, gpu.jsonl).
+type watchers struct {
+	t0       time.Time
+	mon      *clientmon.Monitor // nil when the caller owns the monitor, or none runs
+	samplers []*gpu.Sampler
+	files    []string // each sampler's file
+	closers  []func() error
+	warn     io.Writer
+}
+
+// watch starts the watchers for a run writing into dir; stop ends them.
+// It owns nvml (from openNVML, or nil) and closes it.
+func watch(plan *Plan, nvml *gpu.NVML, dir string, t0 time.Time, o *runOptions) (*watchers, error) {
+	w := &watchers{t0: t0, warn: o.warnings}
+	if nvml != nil {
+		w.closers = append(w.closers, nvml.Close)
+	}
+	if w.warn == nil {
+		w.warn = io.Discard
+	}
+	fail := func(err error) (*watchers, error) { return nil, errors.Join(err, w.stop()) }
+	mon := o.clientMon
+	if mon == nil && !o.noMonitor {
+		m, err := clientmon.New(
+			clientmon.WithFile(filepath.Join(dir, results.ClientFile)),
+			clientmon.WithWarnings(w.warn),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("client monitor: %w", err)
+		}
+		w.mon = m
+		mon = m
+	}
+	if mon != nil {
+		o.monitors = append(o.monitors, clientStepMonitor{mon})
+	}
+	if sm := plan.ServerMetrics; sm != nil && len(sm.URLs) > 0 {
+		if err := w.scrape(sm, dir); err != nil {
+			return fail(fmt.Errorf("server_metrics: %w", err))
+		}
+	}
+	if nvml != nil {
+		if err := w.readNVML(nvml, plan.GPU, dir); err != nil {
+			return fail(fmt.Errorf("gpu: %w", err))
+		}
+	}
+	return w, nil
+}
+
+// scrape starts sampling the servers' /metrics into server_metrics.jsonl.
+func (w *watchers) scrape(sm *ServerMetrics, dir string) error {
+	var opts []gpu.PrometheusOption
+	if len(sm.Series) > 0 {
+		opts = append(opts, gpu.WithSeries(sm.Series...))
+	}
+	sources := make([]gpu.Source, 0, len(sm.URLs))
+	for _, u := range sm.URLs {
+		p, err := gpu.NewPrometheus(u, opts...)
+		if err != nil {
+			return fmt.Errorf("urls: %w", err)
+		}
+		sources = append(sources, p)
+	}
+	return w.sample(sources, sm.Interval, filepath.Join(dir, results.ServerMetricsFile))
+}
+
+// openNVML opens NVML when the plan samples the GPUs, before any load or
+// network: a host without the driver fails the run at once.
+func openNVML(plan *Plan) (*gpu.NVML, error) {
+	if plan.GPU == nil || !plan.GPU.NVML {
+		return nil, nil
+	}
+	n, err := gpu.OpenNVML()
+	if err != nil {
+		return nil, fmt.Errorf("gpu.nvml: %w", err)
+	}
+	return n, nil
+}
+
+func closeNVML(n *gpu.NVML) error {
+	if n == nil {
+		return nil
+	}
+	return n.Close()
+}
+
+// readNVML starts sampling the local GPUs into gpu.jsonl.
+func (w *watchers) readNVML(n *gpu.NVML, g *GPUSampling, dir string) error {
+	return w.sample([]gpu.Source{n}, g.Interval, filepath.Join(dir, results.GPUFile))
+}
+
+func (w *watchers) sample(sources []gpu.Source, every Duration, path string) error {
+	interval := every.D()
+	if interval <= 0 {
+		interval = gpu.DefaultInterval
+	}
+	s, err := gpu.NewSampler(w.t0, sources, gpu.WithInterval(interval), gpu.WithFile(path))
+	if err != nil {
+		return err
+	}
+	w.samplers = append(w.samplers, s)
+	w.files = append(w.files, filepath.Base(path))
+	return nil
+}
+
+// stop ends every watcher. Dropped or failed readings are a warning, not a
+// failed run: the records are what the run measured.
+func (w *watchers) stop() error {
+	var errs []error
+	for i, s := range w.samplers {
+		if err := s.Stop(); errors.Is(err, gpu.ErrDropped) {
+			fmt.Fprintln(w.warn, "warning:", err)
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+		if st := s.Stats(); st.Errors > 0 {
+			fmt.Fprintf(w.warn, "warning: %d of %d readings failed; their errors are in %s\n",
+				st.Errors, st.Samples, w.files[i])
+		}
+	}
+	for _, c := range w.closers {
+		errs = append(errs, c())
+	}
+	if w.mon != nil {
+		errs = append(errs, w.mon.Stop())
+	}
+	return errors.Join(errs...)
+}

@@ -10,16 +10,17 @@ import (
 	"github.com/llm-testbed/testbed/harness/results"
 )
 
-// TestWithStart: offsets in the records count from the caller's start, so
-// samplers given the same start share the records' time axis.
-func TestWithStart(t *testing.T) {
+// TestRunWatches: one call to Run honours the whole plan. It scrapes the
+// server's metrics and watches the client process beside the load, and
+// the samples share the records' time axis.
+func TestRunWatches(t *testing.T) {
 	t.Parallel()
 	_, srv := fixedMock(t, 5*time.Millisecond, time.Millisecond)
 	p := basePlan(srv.URL)
-	p.Extra = []harness.StepSpec{{Scenario: "concurrency", Concurrency: 1, Requests: 2}}
+	p.Extra = []harness.StepSpec{{Scenario: "concurrency", Concurrency: 1, Requests: 4}}
 	p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
-	start := time.Now().Add(-time.Hour) // keeps the monotonic reading
-	res, err := harness.Run(context.Background(), p, t.TempDir(), harness.WithStart(start))
+	p.ServerMetrics = &harness.ServerMetrics{URLs: []string{srv.URL + "/metrics"}, Interval: harness.Duration(20 * time.Millisecond)}
+	res, err := harness.Run(context.Background(), p, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,13 +28,30 @@ func TestWithStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var last int64
 	for _, r := range recs {
-		if r.IntendedNS < int64(time.Hour) || r.SentNS < int64(time.Hour) || r.DoneNS < r.SentNS {
-			t.Errorf("%s: intended %v sent %v; want both after the hour-old start", r.ID, time.Duration(r.IntendedNS), time.Duration(r.SentNS))
-		}
+		last = max(last, r.DoneNS)
 	}
-	if !res.Info.Start.Equal(start) {
-		t.Errorf("run.json start %v, want the caller's %v", res.Info.Start, start)
+	samples, err := results.ReadSamples(filepath.Join(res.Dir, results.ServerMetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) < 2 {
+		t.Fatalf("%d scrapes, want one at the start and one at the end at least", len(samples))
+	}
+	if first, end := samples[0], samples[len(samples)-1]; first.Offset < 0 || first.Offset > recs[0].SentNS || end.Offset < last {
+		t.Errorf("scrapes span %v..%v, records %v..%v: not on one axis",
+			time.Duration(first.Offset), time.Duration(end.Offset), time.Duration(recs[0].SentNS), time.Duration(last))
+	}
+	if _, ok := samples[0].Family("vllm:num_requests_running"); !ok {
+		t.Errorf("first scrape has no running gauge: %v", samples[0].Metrics)
+	}
+	clientSamples, verdicts, err := results.ReadClient(filepath.Join(res.Dir, results.ClientFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clientSamples) == 0 || len(verdicts) != 1 || verdicts[0].StepIndex != 0 {
+		t.Errorf("client.jsonl: %d samples, verdicts %+v; want samples and one verdict for step 0", len(clientSamples), verdicts)
 	}
 }
 

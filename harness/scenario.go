@@ -56,8 +56,8 @@ type ColdStartScenario struct {
 
 // LongContextScenario runs one step per input length bucket with short
 // outputs, so TTFT (prefill) is what differs. Prompts have exactly the
-// bucket's length for the mock's tokenizer. For a real server, Calibrate
-// measures its tokenizer first (scenario_calibrate.go) and sizes prompts
+// bucket's length for the mock's tokenizer. For a real server,
+// MeasureTokenizer measures its tokenizer first (sizeprompts.go) and sizes prompts
 // so the server counts the bucket's tokens; either way the report labels
 // buckets with the prompt_tokens the server reported.
 type LongContextScenario struct {
@@ -66,11 +66,11 @@ type LongContextScenario struct {
 	OutputTokens int   `yaml:"output_tokens,omitempty" json:"output_tokens"` // default 32
 	Concurrency  int   `yaml:"concurrency,omitempty" json:"concurrency"`     // default 1
 	Warmup       int   `yaml:"warmup,omitempty" json:"warmup"`               // per bucket; default 1
-	// Calibrate probes the first target before the run for its prompt
-	// tokens per word (Scale) and template overhead (Overhead).
-	Calibrate bool `yaml:"calibrate,omitempty" json:"calibrate,omitempty"`
+	// MeasureTokenizer probes the first target before the run for its
+	// prompt tokens per word (Scale) and template overhead (Overhead).
+	MeasureTokenizer bool `yaml:"measure_tokenizer,omitempty" json:"measure_tokenizer,omitempty"`
 	// Scale and Overhead map words to server tokens: tokens = Overhead +
-	// Scale × words. Set by Calibrate (and kept in run.json, so a rerun
+	// Scale × words. Set by MeasureTokenizer (and kept in run.json, so a rerun
 	// sends the same text), or by hand; 0 means one token per word.
 	Scale    float64 `yaml:"scale,omitempty" json:"scale,omitempty"`
 	Overhead float64 `yaml:"overhead,omitempty" json:"overhead,omitempty"`

@@ -143,17 +143,17 @@ func TestColdStartScenario(t *testing.T) {
 
 // TestLongContextCalibration sizes long-context prompts from the server's
 // own prompt_tokens: against the mock, whose chat template adds a fixed
-// overhead, calibrated buckets arrive at exactly the bucket's token count,
-// where uncalibrated ones arrive that overhead above it.
+// overhead, measured buckets arrive at exactly the bucket's token count,
+// where unmeasured ones arrive that overhead above it.
 func TestLongContextCalibration(t *testing.T) {
 	t.Parallel()
 	_, srv := fixedMock(t, time.Millisecond, time.Millisecond)
 	buckets := []int{512, 1024}
-	for _, calibrate := range []bool{false, true} {
+	for _, measure := range []bool{false, true} {
 		p := basePlan(srv.URL)
 		p.IgnoreEOS = true
 		p.Scenarios = &harness.Scenarios{LongContext: &harness.LongContextScenario{
-			Buckets: buckets, Requests: 2, OutputTokens: 2, Calibrate: calibrate}}
+			Buckets: buckets, Requests: 2, OutputTokens: 2, MeasureTokenizer: measure}}
 		dir := t.TempDir()
 		res, err := harness.Run(context.Background(), p, dir)
 		if err != nil {
@@ -169,16 +169,16 @@ func TestLongContextCalibration(t *testing.T) {
 			if r.Step == 1 {
 				want = buckets[1]
 			}
-			if !calibrate {
+			if !measure {
 				want += tokens.ChatTemplateOverhead // the mock's template on top of the words
 			}
 			if r.NIn != want {
-				t.Errorf("calibrate=%v step %d: prompt_tokens %d, want %d (scale %v, overhead %v)", calibrate, r.Step, r.NIn, want, lc.Scale, lc.Overhead)
+				t.Errorf("measure=%v step %d: prompt_tokens %d, want %d (scale %v, overhead %v)", measure, r.Step, r.NIn, want, lc.Scale, lc.Overhead)
 			}
 		}
 		// The measured mapping is kept in run.json for reruns.
-		if calibrate && (lc.Scale != 1 || lc.Overhead != tokens.ChatTemplateOverhead) {
-			t.Errorf("calibrated scale %v overhead %v, want 1 and %d", lc.Scale, lc.Overhead, tokens.ChatTemplateOverhead)
+		if measure && (lc.Scale != 1 || lc.Overhead != tokens.ChatTemplateOverhead) {
+			t.Errorf("measured scale %v overhead %v, want 1 and %d", lc.Scale, lc.Overhead, tokens.ChatTemplateOverhead)
 		}
 	}
 }

@@ -325,7 +325,7 @@ func runLevel(ctx context.Context, cfg Config, url string, truth truthSource, mo
 		plan.Load.Rate = []float64{r}
 	}
 	dir := filepath.Join(cfg.OutDir, name)
-	res, err := harness.Run(ctx, plan, dir, harness.WithStepMonitor(mon))
+	res, err := harness.Run(ctx, plan, dir, harness.WithClientMonitor(mon))
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
 	}

@@ -81,28 +81,16 @@ func resultsDir(dir, kind string) string {
 // runPlan runs plan with a progress line on stderr and prints the table.
 func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr io.Writer, opts ...harness.RunOption) error {
 	prog := newProgress(stderr)
-	// The progress line and the step monitor write from their own goroutines.
+	// The progress line and the run's warnings come from their own goroutines.
 	stderr = &lockedWriter{w: stderr}
 	prog.w = stderr
-	mon, err := startClientMonitor(dir, stderr)
-	if err != nil {
-		return err
-	}
-	// Server-side samplers share the records' clock (sampling.go).
-	t0 := time.Now()
-	stopSampling, err := startPlanSampling(plan, dir, t0, stderr)
-	if err != nil {
-		return errors.Join(err, mon.Stop())
-	}
-	opts = append([]harness.RunOption{harness.WithVersion(version), harness.WithProgress(prog.interval, prog.show), harness.WithStepMonitor(mon), harness.WithStart(t0)}, opts...)
+	opts = append([]harness.RunOption{
+		harness.WithVersion(version),
+		harness.WithProgress(prog.interval, prog.show),
+		harness.WithWarnings(stderr),
+	}, opts...)
 	res, err := harness.Run(ctx, plan, dir, opts...)
 	prog.clear()
-	if serr := stopSampling(); serr != nil {
-		err = errors.Join(err, serr)
-	}
-	if merr := mon.Stop(); merr != nil {
-		err = errors.Join(err, merr)
-	}
 	if res == nil {
 		return err
 	}

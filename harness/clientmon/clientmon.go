@@ -1,12 +1,13 @@
 // Package clientmon watches the load client itself while it runs, so that a
 // result can say whether the client, not the server, was the bottleneck.
 //
-// A Monitor samples the client process on a ticker (process and host CPU with
+// A Monitor samples the client process on the shared sampling loop
+// (results.Periodic) (process and host CPU with
 // gopsutil, RSS, threads, file descriptors, inet sockets, goroutines, GC
 // pauses and Go scheduler latency from runtime/metrics) and keeps the samples
 // in a buffer that the sampling loop never blocks on; a separate flusher
 // writes them as JSON lines (DIR/client.jsonl). Steps of a run are bracketed
-// by Begin/End (or the harness's StepStarted/StepEnded), and End judges the
+// by Begin/End (the harness calls them for every step of a run), and End judges the
 // step against a table of rules: CPU at or above a share of the available
 // cores, schedule lag p99 above a bound, Go scheduler latency p99 above a
 // bound, file descriptors near their limit. A step that breaks any rule is
@@ -19,13 +20,9 @@
 package clientmon
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -107,18 +104,13 @@ type Monitor struct {
 	cpuBase   time.Duration // process CPU at New, to report whole-run CPU
 	cpuBaseOK bool          // whether that reading succeeded; without it CPUSince is unknown
 
+	lines *results.Periodic[any] // samples and verdicts, on the shared sampling loop
+
 	mu       sync.Mutex
-	buf      []any // samples and verdicts not yet written
 	current  string
 	steps    map[string]*stepAcc
 	verdicts []results.Verdict
-	dropped  int // records lost to write errors
-	werr     error
 
-	file     *os.File
-	w        *bufio.Writer
-	stop     chan struct{}
-	done     sync.WaitGroup
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -143,7 +135,6 @@ func New(opts ...Option) (*Monitor, error) {
 		maxSched: DefaultMaxSchedLatency,
 		sockets:  true,
 		steps:    map[string]*stepAcc{},
-		stop:     make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(m)
@@ -167,55 +158,13 @@ func New(opts ...Option) (*Monitor, error) {
 		return nil, err
 	}
 	m.s = s
-	if m.path != "" {
-		f, err := os.Create(m.path)
-		if err != nil {
-			return nil, fmt.Errorf("clientmon: samples file: %w", err)
-		}
-		m.file, m.out = f, f
+	lines, err := results.NewPeriodic[any](results.PeriodicConfig{Interval: m.interval, Path: m.path, Out: m.out})
+	if err != nil {
+		return nil, fmt.Errorf("clientmon: samples file: %w", err)
 	}
-	if m.out != nil {
-		m.w = bufio.NewWriterSize(m.out, 64<<10)
-	}
-	m.done.Add(2)
-	go m.sampleLoop()
-	go m.flushLoop()
+	m.lines = lines
+	m.lines.Every(func() { m.sampleNow() })
 	return m, nil
-}
-
-// sampleLoop takes a sample per tick. It only appends to the buffer, so a
-// slow disk never delays a sample.
-func (m *Monitor) sampleLoop() {
-	defer m.done.Done()
-	t := time.NewTicker(m.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.sampleNow()
-		}
-	}
-}
-
-// flushLoop writes the buffer out every few intervals.
-func (m *Monitor) flushLoop() {
-	defer m.done.Done()
-	every := 5 * m.interval
-	if every > 5*time.Second {
-		every = 5 * time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.flush()
-		}
-	}
 }
 
 // sampleNow takes one sample, attributes it to the running step and buffers it.
@@ -234,7 +183,7 @@ func (m *Monitor) sampleNow() results.ClientSample {
 	if acc := m.steps[smp.Step]; acc != nil && smp.Step != "" {
 		acc.observe(smp, sched)
 	}
-	m.buf = append(m.buf, smp)
+	m.lines.Add(smp)
 	return smp
 }
 
@@ -267,10 +216,12 @@ func (m *Monitor) Begin(name string) {
 // schedule lag p99 for the step, or LagUnknown. Ending a step that was never
 // begun returns a verdict with no figures and ClientBound false.
 func (m *Monitor) End(name string, scheduleLagP99 time.Duration) results.Verdict {
-	return m.end(name, -1, scheduleLagP99)
+	return m.EndStep(name, -1, scheduleLagP99)
 }
 
-func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) results.Verdict {
+// EndStep is End for a step of a run: index is its position in the run
+// (summary.json's step), kept in the verdict so a report can match them.
+func (m *Monitor) EndStep(name string, index int, scheduleLagP99 time.Duration) results.Verdict {
 	m.mu.Lock()
 	acc := m.steps[name]
 	m.mu.Unlock()
@@ -312,7 +263,7 @@ func (m *Monitor) end(name string, index int, scheduleLagP99 time.Duration) resu
 		// Not a rule of its own, but the likely cause: say so.
 		v.Reasons = append(v.Reasons, fmt.Sprintf("the host's CPU was %.0f%% busy, so other processes competed with the client", v.PeakHostCPU))
 	}
-	m.buf = append(m.buf, v)
+	m.lines.Add(v)
 	m.verdicts = append(m.verdicts, v)
 	if v.ClientBound && m.warn != nil {
 		fmt.Fprintf(m.warn, "warning: step %s is client-bound, its latencies include the client's own delay: %s\n", name, v.Reason())
@@ -370,58 +321,14 @@ func (m *Monitor) CPUSince() (time.Duration, bool) {
 	return c - m.cpuBase, ok && m.cpuBaseOK
 }
 
-// flush writes the buffered records. A write error is kept (returned by
-// Stop) and the records it lost are counted, never dropped silently.
-func (m *Monitor) flush() {
-	m.mu.Lock()
-	recs := m.buf
-	m.buf = nil
-	m.mu.Unlock()
-	if m.w == nil || len(recs) == 0 {
-		return
-	}
-	enc := json.NewEncoder(m.w)
-	for i, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			m.mu.Lock()
-			m.dropped += len(recs) - i
-			if m.werr == nil {
-				m.werr = fmt.Errorf("clientmon: write samples: %w", err)
-			}
-			m.mu.Unlock()
-			return
-		}
-	}
-	if err := m.w.Flush(); err != nil {
-		m.mu.Lock()
-		if m.werr == nil {
-			m.werr = fmt.Errorf("clientmon: write samples: %w", err)
-		}
-		m.mu.Unlock()
-	}
-}
-
 // Stop ends sampling, takes a last sample, writes everything buffered and
 // closes the file it opened. It is safe to call more than once; later calls
 // return the first call's result.
 func (m *Monitor) Stop() error {
 	m.stopOnce.Do(func() {
-		close(m.stop)
-		m.done.Wait()
-		m.sampleNow()
-		m.flush()
-		var errs []error
-		m.mu.Lock()
-		if m.werr != nil {
-			errs = append(errs, fmt.Errorf("%w (%d records lost)", m.werr, m.dropped))
+		if err := m.lines.Stop(); err != nil {
+			m.stopErr = fmt.Errorf("clientmon: samples: %w", err)
 		}
-		m.mu.Unlock()
-		if m.file != nil {
-			if err := m.file.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("clientmon: close samples file: %w", err))
-			}
-		}
-		m.stopErr = errors.Join(errs...)
 	})
 	return m.stopErr
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/results"
 )
 
@@ -166,7 +166,7 @@ func TestWriteErrorCounted(t *testing.T) {
 	m.Sample()
 	m.Sample()
 	err = m.Stop()
-	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "records lost") {
+	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "lines lost") {
 		t.Fatalf("Stop() = %v, want the write error and a lost count", err)
 	}
 }
@@ -241,28 +241,7 @@ func TestAvailableCores(t *testing.T) {
 	}
 }
 
-// The harness hook names the step and passes the harness's schedule lag on.
-func TestHarnessHook(t *testing.T) {
-	t.Parallel()
-	m, err := New(WithInterval(time.Hour), WithMaxSchedLatency(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Stop()
-	var mon harness.StepMonitor = m
-	step := harness.StepInfo{Index: 3, Target: "mock", Scenario: "rate", Rate: 50, Start: time.Now()}
-	mon.StepStarted(step)
-	step.End, step.ScheduleLagP99 = time.Now(), 2500*time.Microsecond
-	bound, why := mon.StepEnded(step)
-	if !bound || !strings.Contains(why, "schedule lag p99 2.50 ms") {
-		t.Fatalf("StepEnded = %v, %q; want bound by schedule lag", bound, why)
-	}
-	if vs := m.Verdicts(); len(vs) != 1 || vs[0].Step != "3 mock r=50" {
-		t.Fatalf("verdicts %+v, want one for step \"3 mock r=50\"", vs)
-	}
-}
-
-// What a Monitor writes, ReadFile reads back unchanged (encode/decode round
+// What a Monitor writes, results.ReadClient reads back unchanged (encode/decode round
 // trip), with the harness's step index on each verdict.
 func TestReadFileRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -272,11 +251,10 @@ func TestReadFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range []int{1, 8} {
-		s := harness.StepInfo{Index: i, Target: "mock", Concurrency: c}
-		m.StepStarted(s)
+		name := fmt.Sprintf("%d mock c=%d", i, c)
+		m.Begin(name)
 		time.Sleep(30 * time.Millisecond)
-		s.ScheduleLagP99 = time.Duration(i) * 2 * time.Millisecond
-		m.StepEnded(s)
+		m.EndStep(name, i, time.Duration(i)*2*time.Millisecond)
 	}
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)

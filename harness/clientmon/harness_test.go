@@ -63,7 +63,7 @@ func TestVerdictInSummary(t *testing.T) {
 				Dataset: harness.Dataset{InputTokens: harness.Dist{Kind: "fixed", A: 16}, OutputTokens: harness.Dist{Kind: "fixed", A: 16}},
 				Load:    harness.Load{Concurrency: []int{10}, Requests: 30},
 			}
-			res, err := harness.Run(context.Background(), plan, dir, harness.WithStepMonitor(mon))
+			res, err := harness.Run(context.Background(), plan, dir, harness.WithClientMonitor(mon))
 			if err != nil {
 				t.Fatal(err)
 			}

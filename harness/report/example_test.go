@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
-	"github.com/llm-testbed/testbed/harness/clientmon"
-	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -54,15 +51,7 @@ func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved
 		plan.Targets[i].URL = u
 	}
 	dir := t.TempDir()
-	mon, err := clientmon.New(clientmon.WithFile(filepath.Join(dir, results.ClientFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = harness.Run(context.Background(), plan, dir, harness.WithStepMonitor(mon))
-	if serr := mon.Stop(); err == nil {
-		err = serr
-	}
-	if err != nil {
+	if _, err := harness.Run(context.Background(), plan, dir); err != nil {
 		t.Fatal(err)
 	}
 	r, err = Load(dir, analysis.Options{})

@@ -13,31 +13,31 @@ import (
 	"github.com/llm-testbed/testbed/internal/tokens"
 )
 
-// Probe lengths for long-context calibration, in mock tokens (words). Two
+// Probe lengths for measuring a server's tokenizer, in mock tokens (words). Two
 // lengths give both the server's tokens per word and its fixed template
 // overhead.
 const (
-	calibrateShort = 256
-	calibrateLong  = 2048
+	probeShort = 256
+	probeLong  = 2048
 )
 
-// calibrateContext makes long-context buckets exact for a real server's
+// sizeLongContext makes long-context buckets exact for a real server's
 // tokenizer. Synthetic prompts are exact for the mock's tokenizer (one
 // token per word); a real server counts differently. When the plan asks
-// for it (scenarios.long_context.calibrate), two non-streaming probes of
+// for it (scenarios.long_context.measure_tokenizer), two non-streaming probes of
 // known word counts to the first target give prompt_tokens = overhead +
 // scale × words, and each bucket's prompt is then sized so the server
 // counts the bucket's tokens. Scale and overhead are written into the
 // plan, hence into run.json; every target gets the same text, so
 // comparisons stay on identical requests. Without the flag it does nothing.
-func calibrateContext(ctx context.Context, p *Plan) error {
-	if p.Scenarios == nil || p.Scenarios.LongContext == nil || !p.Scenarios.LongContext.Calibrate {
+func sizeLongContext(ctx context.Context, p *Plan) error {
+	if p.Scenarios == nil || p.Scenarios.LongContext == nil || !p.Scenarios.LongContext.MeasureTokenizer {
 		return nil
 	}
 	lc := p.Scenarios.LongContext
 	t := p.Targets[0]
 	if t.API == APITGI {
-		return fmt.Errorf("scenarios.long_context.calibrate: target %q uses the TGI API, which reports no prompt token count; set scale and overhead by hand", t.Name)
+		return fmt.Errorf("scenarios.long_context.measure_tokenizer: target %q uses the TGI API, which reports no prompt token count; set scale and overhead by hand", t.Name)
 	}
 	c, err := newClient(p, t, "new", time.Now(), 1)
 	if err != nil {
@@ -45,18 +45,18 @@ func calibrateContext(ctx context.Context, p *Plan) error {
 	}
 	defer c.tr.CloseIdleConnections()
 	var counts [2]int
-	for i, words := range []int{calibrateShort, calibrateLong} {
+	for i, words := range []int{probeShort, probeLong} {
 		if counts[i], err = c.promptTokens(ctx, tokens.Prompt(words, p.Seed+int64(i))); err != nil {
-			return fmt.Errorf("scenarios.long_context.calibrate: target %q: %w", t.Name, err)
+			return fmt.Errorf("scenarios.long_context.measure_tokenizer: target %q: %w", t.Name, err)
 		}
 	}
-	scale := float64(counts[1]-counts[0]) / float64(calibrateLong-calibrateShort)
+	scale := float64(counts[1]-counts[0]) / float64(probeLong-probeShort)
 	if !(scale > 0) {
-		return fmt.Errorf("scenarios.long_context.calibrate: target %q reported %d then %d prompt tokens for %d and %d words: no usable scale",
-			t.Name, counts[0], counts[1], calibrateShort, calibrateLong)
+		return fmt.Errorf("scenarios.long_context.measure_tokenizer: target %q reported %d then %d prompt tokens for %d and %d words: no usable scale",
+			t.Name, counts[0], counts[1], probeShort, probeLong)
 	}
 	lc.Scale = scale
-	lc.Overhead = float64(counts[0]) - scale*calibrateShort
+	lc.Overhead = float64(counts[0]) - scale*probeShort
 	return nil
 }
 

@@ -1,0 +1,115 @@
+package harness
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/llm-testbed/testbed/harness/results"
+)
+
+type stepEnd struct {
+	index  int
+	bound  bool
+	reason string
+}
+
+// msg goes from the request goroutines to the one writer: a finished
+// record, or the end of a step (after all its records).
+type msg struct {
+	rec *results.Record
+	end *stepEnd
+	lag *lagQuery
+}
+
+// lagQuery asks the writer for a step's schedule-lag p99 (warm-up
+// included), for StepMonitor.StepEnded.
+type lagQuery struct {
+	index int
+	reply chan time.Duration
+}
+
+// writeLoop is the only writer of requests.jsonl and the only reader of
+// finished records: it encodes each line, feeds the step's aggregate and
+// recycles the record. The channel send blocks rather than drop a record.
+func (r *runner) writeLoop(w *results.LineWriter[results.Record], slo SLO) error {
+	var firstErr error
+	var failed int64
+	aggs := map[int]*stepAgg{}
+	for m := range r.out {
+		if m.lag != nil {
+			var p99 time.Duration
+			if a := aggs[m.lag.index]; a != nil && a.lagAll.n > 0 {
+				p99 = time.Duration(a.lagAll.h.ValueAtQuantile(99)) * time.Microsecond
+			}
+			m.lag.reply <- p99
+			continue
+		}
+		if m.end != nil {
+			a := aggs[m.end.index]
+			delete(aggs, m.end.index)
+			var s results.StepSummary
+			if a != nil {
+				s = a.summary()
+			} else {
+				st := r.plan.Steps()[m.end.index]
+				s = newStepAgg(slo).summary()
+				s.Step, s.Target, s.Scenario, s.Concurrency, s.Rate = st.Index, st.Target.Name, st.Scenario, st.Concurrency, st.Rate
+				s.Warnings = append(s.Warnings, "no request ran in this step")
+			}
+			s.ClientBound, s.ClientBoundReason = m.end.bound, m.end.reason
+			r.summaries = append(r.summaries, s)
+			if err := w.Flush(); err != nil && firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		rec := m.rec
+		if err := w.Write(rec); err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+		a := aggs[rec.Step]
+		if a == nil {
+			a = newStepAgg(slo)
+			aggs[rec.Step] = a
+		}
+		a.add(rec)
+		putRecord(rec)
+		if len(r.out) == 0 {
+			if err := w.Flush(); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if err := w.Flush(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr != nil {
+		return fmt.Errorf("%s: %d records not written: %w", results.RecordsFile, failed, firstErr)
+	}
+	return nil
+}
+
+var recordPool = sync.Pool{New: func() any { return new(results.Record) }}
+
+// getRecord returns a cleared record whose chunk-gap slice can hold
+// maxTokens gaps, so the stream loop does not grow it.
+func getRecord(maxTokens int) *results.Record {
+	rec := recordPool.Get().(*results.Record)
+	gaps := rec.ChunkGapsNS[:0]
+	if cap(gaps) < maxTokens {
+		gaps = make([]int64, 0, maxTokens)
+	}
+	*rec = results.Record{ChunkGapsNS: gaps}
+	return rec
+}
+
+func putRecord(rec *results.Record) {
+	if cap(rec.ChunkGapsNS) > 1<<16 {
+		return // let unusually large ones go
+	}
+	recordPool.Put(rec)
+}
