@@ -41,7 +41,7 @@ func fixedMock(t testing.TB, ttft, itl time.Duration, opts ...mockllm.Option) (*
 
 // runRecords runs p into a temporary directory and reads its records back,
 // failing the test on either error.
-func runRecords(tb testing.TB, p harness.Plan) (*harness.Result, []results.Record) {
+func runRecords(tb testing.TB, p harness.Plan) (*harness.Outcome, []results.Record) {
 	tb.Helper()
 	res, err := harness.Run(context.Background(), p, tb.TempDir())
 	if err != nil {

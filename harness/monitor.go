@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // StepInfo identifies one step of a run for a StepMonitor.
@@ -36,13 +37,9 @@ type StepMonitor interface {
 type clientStepMonitor struct{ m *clientmon.Monitor }
 
 // clientStepLabel names a step in client.jsonl: index, target and load,
-// e.g. "2 mock c=100" or "5 mock r=50".
+// e.g. "2 mock c=100" or "5 mock r=50/s".
 func clientStepLabel(s StepInfo) string {
-	load := fmt.Sprintf("c=%d", s.Concurrency)
-	if s.Concurrency == 0 && s.Rate > 0 {
-		load = fmt.Sprintf("r=%g", s.Rate)
-	}
-	return fmt.Sprintf("%d %s %s", s.Index, s.Target, load)
+	return fmt.Sprintf("%d %s %s", s.Index, s.Target, results.LoadLabel(s.Concurrency, s.Rate))
 }
 
 func (c clientStepMonitor) StepStarted(s StepInfo) { c.m.Begin(clientStepLabel(s)) }

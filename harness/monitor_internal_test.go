@@ -24,7 +24,7 @@ func TestClientStepMonitor(t *testing.T) {
 	if !bound || !strings.Contains(why, "schedule lag p99 2.50 ms") {
 		t.Fatalf("StepEnded = %v, %q; want bound by schedule lag", bound, why)
 	}
-	if vs := m.Verdicts(); len(vs) != 1 || vs[0].Step != "3 mock r=50" {
-		t.Fatalf("verdicts %+v, want one for step \"3 mock r=50\"", vs)
+	if vs := m.Verdicts(); len(vs) != 1 || vs[0].Step != "3 mock r=50/s" {
+		t.Fatalf("verdicts %+v, want one for step \"3 mock r=50/s\"", vs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"gopkg.in/yaml.v3"
 )
 
@@ -450,10 +451,7 @@ type Step struct {
 
 // Label names the step for people, e.g. "mock c=10" or "mock r=20/s".
 func (s Step) Label() string {
-	if s.Rate > 0 {
-		return fmt.Sprintf("%s %s r=%g/s", s.Target.Name, s.Scenario, s.Rate)
-	}
-	return fmt.Sprintf("%s %s c=%d", s.Target.Name, s.Scenario, s.Concurrency)
+	return s.Target.Name + " " + results.StepLabel(s.Scenario, s.Concurrency, s.Rate)
 }
 
 // Steps expands the plan into its steps, in run order: each load level in

@@ -16,8 +16,9 @@ import (
 	"github.com/llm-testbed/testbed/harness/results"
 )
 
-// Result is what Run returns; the same data is in the results directory.
-type Result struct {
+// Outcome is what Run returns: the whole run, as its results directory holds
+// it. (One request is a results.Record.)
+type Outcome struct {
 	Dir         string
 	Info        results.RunInfo[Plan]
 	Summary     results.Summary
@@ -29,10 +30,10 @@ type Result struct {
 // monitor, and server_metrics.jsonl / gpu.jsonl when the plan samples the
 // server or the GPUs. When ctx ends (Ctrl-C), Run stops scheduling, gives
 // in-flight requests the plan's grace period, records the rest as
-// cancelled and still writes every file; Result.Interrupted says so.
+// cancelled and still writes every file; Outcome.Interrupted says so.
 // A bad plan, a host without NVML for a gpu section, or an unreachable
 // target fails the run before any load is sent, and before outDir is made.
-func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Result, error) {
+func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Outcome, error) {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
@@ -79,7 +80,7 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Res
 	info.End = time.Now()
 	info.Interrupted = ctx.Err() != nil
 	info.Records = w.Lines()
-	res := &Result{Dir: outDir, Info: info, Summary: results.Summary{Steps: r.summaries}, Interrupted: info.Interrupted}
+	res := &Outcome{Dir: outDir, Info: info, Summary: results.Summary{Steps: r.summaries}, Interrupted: info.Interrupted}
 	if res.Summary.Steps == nil {
 		res.Summary.Steps = []results.StepSummary{}
 	}

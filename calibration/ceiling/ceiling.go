@@ -453,10 +453,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "mock:", r.Mock)
 	fmt.Fprintf(w, "%-8s %7s %25s %10s %6s %10s %9s  %s\n", "level", "requests", "error ms p50/p99/max", "lag p99", "cpu%", "tok/s", "req/s", "verdict")
 	for _, lv := range r.Levels {
-		load := fmt.Sprintf("c=%d", lv.Concurrency)
-		if lv.Concurrency == 0 {
-			load = fmt.Sprintf("r=%g", lv.Rate)
-		}
+		load := results.LoadLabel(lv.Concurrency, lv.Rate)
 		verdict := "ok"
 		if lv.OverLimit {
 			verdict = "over: " + lv.Reason

@@ -270,7 +270,7 @@ func fitFixed(recs []results.Record) (Fixed, error) {
 			low = &l
 		}
 	}
-	f := Fixed{Level: fmt.Sprintf("c=%d", low.c)}
+	f := Fixed{Level: results.LoadLabel(low.c, 0)}
 	if low.c == 0 {
 		f.Level = fmt.Sprintf("%g req/s", low.rate)
 	}

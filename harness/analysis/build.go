@@ -156,7 +156,7 @@ func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Anal
 	facts := map[int]StepFacts{}
 	for i := range steps {
 		s := &steps[i]
-		f := StepFacts{Step: s.Step, Target: s.Target, Scenario: s.Scenario, Label: StepLabel(s),
+		f := StepFacts{Step: s.Step, Target: s.Target, Scenario: s.Scenario, Label: s.Label(),
 			Requests: s.Requests, ErrorRate: ErrorRate(s), Load: LoadOf(s)}
 		if s.Requests > 0 {
 			f.TimeoutRate = float64(s.Errors[results.ErrTimeout]) / float64(s.Requests)
@@ -331,15 +331,6 @@ func sloAttainment(recs []results.Record, slo harness.SLO) map[int]float64 {
 		out[k] = float64(good[k]) / float64(v)
 	}
 	return out
-}
-
-// StepLabel names a step for people: "concurrency c=32", "rate 20/s",
-// "long_context c=1".
-func StepLabel(s *results.StepSummary) string {
-	if s.Rate > 0 {
-		return fmt.Sprintf("%s %g/s", s.Scenario, s.Rate)
-	}
-	return fmt.Sprintf("%s c=%d", s.Scenario, s.Concurrency)
 }
 
 // Write stores a as DIR/analysis.json.

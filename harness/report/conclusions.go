@@ -7,6 +7,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // ranked is one target's place in a scenario's ranking.
@@ -87,7 +88,7 @@ func (m *model) shortChat(d *document) {
 		keys = append(keys, metric)
 		txt := fmt.Sprintf("%s **%s** (%s), ITL P50 %s, E2E P95 %s — %s %s, %d requests",
 			metric, human(key), other, human(s.s.ITL.P50), human(s.s.E2E.P95),
-			s.s.Scenario, loadLabel(s.s.Scenario, s.s), s.s.OK)
+			s.s.Scenario, results.LoadLabel(s.s.Concurrency, s.s.Rate), s.s.OK)
 		if e := analysis.ErrorRate(s.s); e > 0 {
 			txt += fmt.Sprintf(", %s errors", pct(e))
 		}

@@ -34,7 +34,7 @@ func (m *model) distributions(d *document) {
 				if len(v) == 0 {
 					continue
 				}
-				se := Series{Name: s.s.Scenario + " " + loadLabel(s.s.Scenario, s.s), Steps: true}
+				se := Series{Name: s.s.Label(), Steps: true}
 				se.X, se.Y = cdf(v, 400)
 				c.Series = append(c.Series, se)
 			}

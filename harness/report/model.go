@@ -186,14 +186,6 @@ func (s *stepV) interval(metric string, p float64) (analysis.Interval, bool) {
 	return analysis.Interval{}, false
 }
 
-// loadLabel says what a load value means in a scenario.
-func loadLabel(scenario string, s *results.StepSummary) string {
-	if s.Rate > 0 {
-		return fmt.Sprintf("%s req/s", num(s.Rate))
-	}
-	return fmt.Sprintf("c=%d", s.Concurrency)
-}
-
 // Number formats used in tables and text.
 func ms(v float64) string {
 	switch {
@@ -260,7 +252,7 @@ func pct(v float64) string {
 // name says which step s is, for lists and the interval table: scenario,
 // load, and for long-context steps the input length that tells buckets apart.
 func (s *stepV) name() string {
-	n := s.s.Scenario + " " + loadLabel(s.s.Scenario, s.s)
+	n := s.s.Label()
 	if s.s.Scenario == harness.ScenarioLongContext {
 		n += fmt.Sprintf(", %s tokens", commas(int64(s.f.InputTokens)))
 	}

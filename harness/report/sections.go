@@ -97,7 +97,7 @@ func stepCells(s *stepV, scs []string) []string {
 	if len(scs) > 1 {
 		c = append(c, s.s.Scenario)
 	}
-	c = append(c, loadLabel(s.s.Scenario, s.s))
+	c = append(c, results.LoadLabel(s.s.Concurrency, s.s.Rate))
 	if contains(scs, harness.ScenarioLongContext) {
 		c = append(c, commas(int64(s.f.InputTokens)))
 	}

@@ -1,5 +1,7 @@
 package results
 
+import "fmt"
+
 // Summary is summary.json: one entry per step, in run order.
 type Summary struct {
 	Steps []StepSummary `json:"steps"`
@@ -75,3 +77,21 @@ type Stats struct {
 	P99    float64 `json:"p99"`
 	P999   float64 `json:"p999"`
 }
+
+// LoadLabel names a step's load the one way the testbed writes it:
+// "c=32" for closed-loop concurrency, "r=20/s" for an open-loop rate.
+func LoadLabel(concurrency int, rate float64) string {
+	if rate > 0 {
+		return fmt.Sprintf("r=%g/s", rate)
+	}
+	return fmt.Sprintf("c=%d", concurrency)
+}
+
+// StepLabel names a step for people: its scenario and load, e.g.
+// "concurrency c=32", "rate r=20/s", "long_context c=1".
+func StepLabel(scenario string, concurrency int, rate float64) string {
+	return scenario + " " + LoadLabel(concurrency, rate)
+}
+
+// Label is s's StepLabel.
+func (s *StepSummary) Label() string { return StepLabel(s.Scenario, s.Concurrency, s.Rate) }
