@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/harness/serverside"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The agent exports device readings under the DCGM exporter's names and
 // units, so a harness on another host scrapes it with a Prometheus source
-// and DefaultSeries, exactly as it would a DCGM exporter.
+// and serverside.DefaultSeries, exactly as it would a DCGM exporter.
 var agentMetrics = []struct {
 	name, help string
 	value      func(d results.Device) (float64, bool)
@@ -59,7 +60,7 @@ var agentLabels = []string{"gpu", "UUID", "modelName"}
 
 // deviceCollector reads a device Source on every scrape.
 type deviceCollector struct {
-	src     Source
+	src     serverside.Source
 	timeout time.Duration
 	descs   []*prometheus.Desc
 	errDesc *prometheus.Desc
@@ -73,7 +74,7 @@ type deviceCollector struct {
 // scrapes it remotely. A failed reading is counted in
 // testbed_gpu_agent_read_errors_total and leaves the device metrics out of
 // that scrape rather than reporting zeros.
-func NewAgent(src Source, timeout time.Duration) http.Handler {
+func NewAgent(src serverside.Source, timeout time.Duration) http.Handler {
 	c := &deviceCollector{src: src, timeout: timeout,
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "testbed_gpu_agent_read_errors_total", Help: "Device readings that failed."}),
 	}

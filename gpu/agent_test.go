@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/harness/serverside"
 )
 
 // fixedDevices is a Source answering the same devices every time.
@@ -23,11 +25,11 @@ func (f fixedDevices) Read(_ context.Context, s *results.Sample) error {
 
 // scrapeAgent serves src through the agent and scrapes it with the
 // Prometheus source and its default series, as a remote harness would.
-func scrapeAgent(t *testing.T, src Source) map[string]float64 {
+func scrapeAgent(t *testing.T, src serverside.Source) map[string]float64 {
 	t.Helper()
 	srv := httptest.NewServer(NewAgent(src, time.Second))
 	t.Cleanup(srv.Close)
-	p, err := NewPrometheus(srv.URL, WithSeries(append([]string{"testbed_gpu_agent_*"}, DefaultSeries...)...))
+	p, err := serverside.NewPrometheus(srv.URL, serverside.WithSeries(append([]string{"testbed_gpu_agent_*"}, serverside.DefaultSeries...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,3 +91,11 @@ func TestAgentReadError(t *testing.T) {
 }
 
 func ptrF(v float64) *float64 { return &v }
+
+// failingSource always fails.
+type failingSource struct{}
+
+func (failingSource) Name() string { return "broken" }
+func (failingSource) Read(context.Context, *results.Sample) error {
+	return errors.New("no route to exporter")
+}

@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/harness/serverside"
 
 	"bytes"
 	"context"
@@ -248,7 +249,7 @@ func TestSamplerWithNVML(t *testing.T) {
 	defer n.Close()
 	var buf bytes.Buffer
 	start := time.Now()
-	sm, err := NewSampler(start, []Source{n}, WithInterval(10*time.Millisecond), WithOutput(&buf))
+	sm, err := serverside.NewSampler(start, []serverside.Source{n}, serverside.WithInterval(10*time.Millisecond), serverside.WithOutput(&buf))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/llm-testbed/testbed/gpu"
 	"github.com/llm-testbed/testbed/harness/clientmon"
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/harness/serverside"
 )
 
 // ServerMetrics asks for the servers' Prometheus endpoints (vLLM, TGI, a
@@ -18,7 +19,7 @@ import (
 type ServerMetrics struct {
 	URLs     []string `yaml:"urls" json:"urls"`                         // full /metrics URLs
 	Interval Duration `yaml:"interval,omitempty" json:"interval"`       // default 1s
-	Series   []string `yaml:"series,omitempty" json:"series,omitempty"` // families to keep ("vllm:*" is a prefix); default gpu.DefaultSeries
+	Series   []string `yaml:"series,omitempty" json:"series,omitempty"` // families to keep ("vllm:*" is a prefix); default serverside.DefaultSeries
 }
 
 // GPUSampling asks for the local GPUs to be read through NVML during the
@@ -35,7 +36,7 @@ type GPUSampling struct {
 type watchers struct {
 	t0       time.Time
 	mon      *clientmon.Monitor // nil when the caller owns the monitor, or none runs
-	samplers []*gpu.Sampler
+	samplers []*serverside.Sampler
 	files    []string // each sampler's file
 	closers  []func() error
 	warn     io.Writer
@@ -82,13 +83,13 @@ func watch(plan *Plan, nvml *gpu.NVML, dir string, t0 time.Time, o *runOptions) 
 
 // scrape starts sampling the servers' /metrics into server_metrics.jsonl.
 func (w *watchers) scrape(sm *ServerMetrics, dir string) error {
-	var opts []gpu.PrometheusOption
+	var opts []serverside.PrometheusOption
 	if len(sm.Series) > 0 {
-		opts = append(opts, gpu.WithSeries(sm.Series...))
+		opts = append(opts, serverside.WithSeries(sm.Series...))
 	}
-	sources := make([]gpu.Source, 0, len(sm.URLs))
+	sources := make([]serverside.Source, 0, len(sm.URLs))
 	for _, u := range sm.URLs {
-		p, err := gpu.NewPrometheus(u, opts...)
+		p, err := serverside.NewPrometheus(u, opts...)
 		if err != nil {
 			return fmt.Errorf("urls: %w", err)
 		}
@@ -119,15 +120,15 @@ func closeNVML(n *gpu.NVML) error {
 
 // readNVML starts sampling the local GPUs into gpu.jsonl.
 func (w *watchers) readNVML(n *gpu.NVML, g *GPUSampling, dir string) error {
-	return w.sample([]gpu.Source{n}, g.Interval, filepath.Join(dir, results.GPUFile))
+	return w.sample([]serverside.Source{n}, g.Interval, filepath.Join(dir, results.GPUFile))
 }
 
-func (w *watchers) sample(sources []gpu.Source, every Duration, path string) error {
+func (w *watchers) sample(sources []serverside.Source, every Duration, path string) error {
 	interval := every.D()
 	if interval <= 0 {
-		interval = gpu.DefaultInterval
+		interval = serverside.DefaultInterval
 	}
-	s, err := gpu.NewSampler(w.t0, sources, gpu.WithInterval(interval), gpu.WithFile(path))
+	s, err := serverside.NewSampler(w.t0, sources, serverside.WithInterval(interval), serverside.WithFile(path))
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (w *watchers) sample(sources []gpu.Source, every Duration, path string) err
 func (w *watchers) stop() error {
 	var errs []error
 	for i, s := range w.samplers {
-		if err := s.Stop(); errors.Is(err, gpu.ErrDropped) {
+		if err := s.Stop(); errors.Is(err, serverside.ErrDropped) {
 			fmt.Fprintln(w.warn, "warning:", err)
 		} else if err != nil {
 			errs = append(errs, err)

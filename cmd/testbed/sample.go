@@ -11,6 +11,7 @@ import (
 
 	"github.com/llm-testbed/testbed/gpu"
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/harness/serverside"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&urls, "prometheus", "a /metrics URL to scrape (repeatable): DCGM exporter, vLLM, TGI")
 	useNVML := fs.Bool("nvml", false, "read the local GPUs through NVML (needs the NVIDIA driver and a cgo build)")
 	series := fs.String("series", "", "comma-separated metric families to keep, a trailing * is a prefix (default: DCGM, vLLM and TGI essentials)")
-	interval := fs.Duration("interval", gpu.DefaultInterval, "sampling period")
+	interval := fs.Duration("interval", serverside.DefaultInterval, "sampling period")
 	out := fs.String("o", "", "output JSONL file (default "+results.ServerMetricsFile+", or "+results.GPUFile+" with --nvml alone)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {
@@ -64,7 +65,7 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			path = results.GPUFile
 		}
 	}
-	s, err := gpu.NewSampler(start, sources, gpu.WithInterval(*interval), gpu.WithFile(path))
+	s, err := serverside.NewSampler(start, sources, serverside.WithInterval(*interval), serverside.WithFile(path))
 	if err != nil {
 		return err
 	}
@@ -82,14 +83,14 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // openSources opens the requested sources; close releases NVML.
-func openSources(urls []string, useNVML bool, series string) ([]gpu.Source, func(), error) {
-	var opts []gpu.PrometheusOption
+func openSources(urls []string, useNVML bool, series string) ([]serverside.Source, func(), error) {
+	var opts []serverside.PrometheusOption
 	if series != "" {
-		opts = append(opts, gpu.WithSeries(strings.Split(series, ",")...))
+		opts = append(opts, serverside.WithSeries(strings.Split(series, ",")...))
 	}
-	var sources []gpu.Source
+	var sources []serverside.Source
 	for _, u := range urls {
-		p, err := gpu.NewPrometheus(u, opts...)
+		p, err := serverside.NewPrometheus(u, opts...)
 		if err != nil {
 			return nil, nil, err
 		}

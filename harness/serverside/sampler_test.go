@@ -1,4 +1,4 @@
-package gpu
+package serverside
 
 import (
 	"github.com/llm-testbed/testbed/harness/results"

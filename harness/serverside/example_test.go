@@ -1,10 +1,10 @@
-package gpu_test
+package serverside_test
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/llm-testbed/testbed/gpu"
+	"github.com/llm-testbed/testbed/harness/serverside"
 )
 
 func ExampleParseMetrics() {
@@ -19,7 +19,7 @@ vllm:time_to_first_token_seconds_count{model_name="llama"} 4
 process_cpu_seconds_total 12.5
 `
 	keep := func(family string) bool { return strings.HasPrefix(family, "vllm:") }
-	m, err := gpu.ParseMetrics(strings.NewReader(text), keep, false)
+	m, err := serverside.ParseMetrics(strings.NewReader(text), keep, false)
 	if err != nil {
 		panic(err)
 	}
