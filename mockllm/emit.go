@@ -2,13 +2,11 @@ package mockllm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/llm-testbed/testbed/internal/tokens"
 	"github.com/llm-testbed/testbed/internal/wake"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -26,13 +24,13 @@ type emitter struct {
 	tr      *Truth
 	arrival time.Time
 
+	enc       encoder
 	timer     *time.Timer
 	wt        *wake.Waiter // this stream's place on the precise waker
 	buf       []byte
-	head      []byte // chunk prefix up to and including `"choices":[`
-	headers   bool   // response headers written
-	roleSent  bool   // chat role chunk written
-	written   int    // tokens written
+	headers   bool // response headers written
+	started   bool // the encoder's start of stream written
+	written   int  // tokens written
 	held      engine.Token
 	hasHeld   bool
 	t0        time.Time // pacing origin: the first token's due time
@@ -63,31 +61,8 @@ func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stre
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
 	}
-	created := strconv.AppendInt(nil, s.created(), 10)
-	switch j.api {
-	case apiChat:
-		e.head = appendHead(nil, "chatcmpl-"+tr.ID, "chat.completion.chunk", created, j.model)
-	case apiCompletions:
-		e.head = appendHead(nil, "cmpl-"+tr.ID, "text_completion", created, j.model)
-	}
+	e.enc = newEncoder(j, tr.ID, s.created)
 	return e
-}
-
-func appendHead(b []byte, id, object string, created []byte, model string) []byte {
-	b = append(b, `data: {"id":`...)
-	b = appendJSONString(b, id)
-	b = append(b, `,"object":"`...)
-	b = append(b, object...)
-	b = append(b, `","created":`...)
-	b = append(b, created...)
-	b = append(b, `,"model":`...)
-	b = appendJSONString(b, model)
-	return append(b, `,"choices":[`...)
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
 }
 
 func (e *emitter) stop() {
@@ -216,15 +191,11 @@ func (e *emitter) flush(b []byte) time.Time {
 // stream writes an SSE response, one event per token group.
 func (e *emitter) stream(ctx context.Context) {
 	h := e.w.Header()
-	if e.j.api == apiTGI {
-		h.Set("Content-Type", "text/event-stream")
-	} else {
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	}
+	h.Set("Content-Type", e.enc.streamContentType())
 	h.Set("Cache-Control", "no-cache")
 	if e.s.cfg.faults.EarlyFirstByte {
 		// Headers (and the role chunk) go out now; tokens come later.
-		e.buf = e.appendRole(e.buf[:0])
+		e.buf = e.appendStart(e.buf[:0])
 		e.flush(e.buf)
 	}
 	k := max(e.s.cfg.faults.TokensPerEvent, 1)
@@ -285,35 +256,21 @@ func (e *emitter) stream(ctx context.Context) {
 
 // emit writes the chunk of the next n tokens and records it.
 func (e *emitter) emit(n int, due time.Time) {
-	from := e.written
-	b := e.buf[:0]
-	if !e.roleSent {
-		b = e.appendRole(b)
-	}
-	last := from+n == e.j.outTokens
-	if e.j.api == apiTGI {
-		for i := from; i < from+n; i++ {
-			b = e.appendTGIToken(b, i, last && i == from+n-1)
-		}
-	} else {
-		b = append(b, e.head...)
-		if e.j.api == apiChat {
-			b = append(b, `{"index":0,"delta":{"content":"`...)
-		} else {
-			b = append(b, `{"index":0,"text":"`...)
-		}
-		for i := from; i < from+n; i++ {
-			b = tokens.AppendToken(b, e.j.textSeed, i)
-		}
-		if e.j.api == apiChat {
-			b = append(b, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-		} else {
-			b = append(b, `","logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
-		}
-	}
+	b := e.appendStart(e.buf[:0])
+	b = e.enc.appendTokens(b, e.written, n)
 	e.buf = b
 	now := e.flush(b)
 	e.record(now, n, due)
+}
+
+// appendStart adds the encoder's start of stream the first time only, on
+// the first token or earlier when the first byte goes out early.
+func (e *emitter) appendStart(b []byte) []byte {
+	if e.started {
+		return b
+	}
+	e.started = true
+	return e.enc.appendStart(b)
 }
 
 // record books a written token chunk into the truth and the metrics.
@@ -336,56 +293,6 @@ func (e *emitter) record(now time.Time, n int, due time.Time) {
 	e.tr.LastTokenNS = ns
 	e.tr.CompletionTokens += n
 	e.written += n
-}
-
-// appendRole adds the chat role chunk the first time (other APIs have none).
-func (e *emitter) appendRole(b []byte) []byte {
-	if e.j.api != apiChat || e.roleSent {
-		return b
-	}
-	e.roleSent = true
-	b = append(b, e.head...)
-	return append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-}
-
-// appendTGIToken adds TGI's event for token i; the last one carries the
-// generated text and details.
-func (e *emitter) appendTGIToken(b []byte, i int, last bool) []byte {
-	id := tokens.ID(e.j.textSeed, i)
-	b = append(b, `data:{"index":`...)
-	b = strconv.AppendInt(b, int64(i+1), 10)
-	b = append(b, `,"token":{"id":`...)
-	b = strconv.AppendInt(b, int64(id), 10)
-	b = append(b, `,"text":"`...)
-	b = tokens.AppendToken(b, e.j.textSeed, i)
-	b = append(b, `","logprob":`...)
-	b = strconv.AppendFloat(b, logprob(id), 'f', -1, 32)
-	b = append(b, `,"special":false},"generated_text":`...)
-	if !last {
-		return append(b, `null,"details":null,"top_tokens":null}`+"\n\n"...)
-	}
-	b = appendJSONString(b, tokens.Text(e.j.textSeed, e.j.outTokens))
-	b = append(b, `,"details":{"finish_reason":"`...)
-	b = append(b, tgiFinish(e.j.finish)...)
-	b = append(b, `","generated_tokens":`...)
-	b = strconv.AppendInt(b, int64(e.j.outTokens), 10)
-	b = append(b, `,"seed":`...)
-	if e.j.tgiSeed != nil {
-		b = strconv.AppendInt(b, *e.j.tgiSeed, 10)
-	} else {
-		b = append(b, "null"...)
-	}
-	return append(b, `},"top_tokens":null}`+"\n\n"...)
-}
-
-// logprob is a fixed, plausible log-probability per token id.
-func logprob(id int) float64 { return -float64(1+(id*7919)%1000) / 1000 }
-
-func tgiFinish(reason string) string {
-	if reason == finishStop {
-		return "eos_token"
-	}
-	return reason
 }
 
 // finish ends a stream: on success the finish chunk, usage and [DONE]; on
@@ -412,50 +319,18 @@ func (e *emitter) finish(why end) {
 	b := e.buf[:0]
 	switch why {
 	case endDone:
-		if e.j.api == apiTGI {
-			return // the last token event was final
-		}
-		b = append(b, e.head...)
-		if e.j.api == apiChat {
-			b = append(b, `{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"`...)
-		} else {
-			b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
-		}
-		b = append(b, e.j.finish...)
-		b = append(b, `","stop_reason":null}]}`+"\n\n"...)
-		if e.j.includeUsage {
-			b = append(b, e.head...)
-			b = append(b, `],"usage":`...)
-			b = appendUsage(b, e.j.promptTokens, e.written)
-			b = append(b, "}\n\n"...)
-		}
-		b = append(b, "data: [DONE]\n\n"...)
+		b = e.enc.appendEnd(b, e.written)
 	case endShutdown:
 		if !e.headers {
 			writeAPIError(e.w, e.j.api, unavailable("server is shutting down"))
 			return
 		}
-		if e.j.api == apiTGI {
-			b = append(b, `data:{"error":"server is shutting down","error_type":"unavailable"}`+"\n\n"...)
-		} else {
-			b = append(b, `data: {"error":{"message":"server is shutting down","type":"ServiceUnavailableError","param":null,"code":503}}`+"\n\n"...)
-			b = append(b, "data: [DONE]\n\n"...)
-		}
-	default:
-		return
+		b = e.enc.appendError(b, unavailable("server is shutting down"))
 	}
 	e.buf = b
-	e.flush(b)
-}
-
-func appendUsage(b []byte, prompt, completion int) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(completion), 10)
-	return append(b, '}')
+	if len(b) > 0 {
+		e.flush(b)
+	}
 }
 
 // cut ends the connection mid-stream without a terminating chunk, as a
@@ -494,7 +369,7 @@ func (e *emitter) whole(ctx context.Context) {
 	if e.plan.kind == FaultStreamCut {
 		e.cut()
 	}
-	body := e.wholeBody()
+	body := e.enc.whole()
 	now := time.Now()
 	ns := e.s.Since(now)
 	tr := e.tr
@@ -512,103 +387,4 @@ func (e *emitter) whole(ctx context.Context) {
 	e.w.WriteHeader(http.StatusOK)
 	e.w.Write(body)
 	m.lateness.Observe(max(0, time.Since(e.due(last)).Seconds()))
-}
-
-// wholeBody is the non-streamed response of each API.
-func (e *emitter) wholeBody() []byte {
-	j := e.j
-	text := tokens.Text(j.textSeed, j.outTokens)
-	usage := usageJSON{PromptTokens: j.promptTokens, TotalTokens: j.promptTokens + j.outTokens, CompletionTokens: j.outTokens}
-	var v any
-	switch j.api {
-	case apiChat:
-		v = chatResponse{ID: "chatcmpl-" + e.tr.ID, Object: "chat.completion", Created: e.s.created(), Model: j.model,
-			Choices: []chatChoice{{Message: chatMessageOut{Role: "assistant", Content: text, ToolCalls: []any{}},
-				FinishReason: j.finish}}, Usage: usage}
-	case apiCompletions:
-		v = completionResponse{ID: "cmpl-" + e.tr.ID, Object: "text_completion", Created: e.s.created(), Model: j.model,
-			Choices: []completionChoice{{Text: text, FinishReason: j.finish}}, Usage: usage}
-	default:
-		r := tgiResponse{GeneratedText: text}
-		if j.tgiDetails {
-			d := &tgiDetails{FinishReason: tgiFinish(j.finish), GeneratedTokens: j.outTokens, Seed: j.tgiSeed,
-				Prefill: []tgiToken{}, Tokens: make([]tgiToken, j.outTokens)}
-			var buf []byte
-			for i := range d.Tokens {
-				id := tokens.ID(j.textSeed, i)
-				buf = tokens.AppendToken(buf[:0], j.textSeed, i)
-				d.Tokens[i] = tgiToken{ID: id, Text: string(buf), Logprob: float32(logprob(id))}
-			}
-			r.Details = d
-		}
-		v = r
-	}
-	body, _ := json.Marshal(v) // plain structs always marshal
-	return body
-}
-
-type usageJSON struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-}
-
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   usageJSON    `json:"usage"`
-}
-
-type chatChoice struct {
-	Index        int            `json:"index"`
-	Message      chatMessageOut `json:"message"`
-	Logprobs     *struct{}      `json:"logprobs"`
-	FinishReason string         `json:"finish_reason"`
-	StopReason   *string        `json:"stop_reason"`
-}
-
-type chatMessageOut struct {
-	Role      string `json:"role"`
-	Content   string `json:"content"`
-	ToolCalls []any  `json:"tool_calls"`
-}
-
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   usageJSON          `json:"usage"`
-}
-
-type completionChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
-	StopReason   *string   `json:"stop_reason"`
-}
-
-type tgiResponse struct {
-	GeneratedText string      `json:"generated_text"`
-	Details       *tgiDetails `json:"details,omitempty"`
-}
-
-type tgiDetails struct {
-	FinishReason    string     `json:"finish_reason"`
-	GeneratedTokens int        `json:"generated_tokens"`
-	Seed            *int64     `json:"seed"`
-	Prefill         []tgiToken `json:"prefill"`
-	Tokens          []tgiToken `json:"tokens"`
-}
-
-type tgiToken struct {
-	ID      int     `json:"id"`
-	Text    string  `json:"text"`
-	Logprob float32 `json:"logprob"`
-	Special bool    `json:"special"`
 }

@@ -1,7 +1,6 @@
 package mockllm
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 )
@@ -20,24 +19,6 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.message }
-
-// openAIErrorBody is vLLM's ErrorResponse: {"error":{message,type,param,code}}.
-type openAIErrorBody struct {
-	Error openAIError `json:"error"`
-}
-
-type openAIError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    any     `json:"code"`
-}
-
-// tgiErrorBody is TGI's error shape.
-type tgiErrorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-}
 
 func badRequest(param, format string) *apiError {
 	e := &apiError{status: http.StatusBadRequest, typ: "BadRequestError", code: http.StatusBadRequest,
@@ -73,9 +54,9 @@ func writeAPIError(w http.ResponseWriter, api string, e *apiError) {
 	h.Set("Content-Type", "application/json")
 	var body []byte
 	if api == apiTGI || e.typ == "overloaded" {
-		body, _ = json.Marshal(tgiErrorBody{Error: e.message, ErrorType: e.tgiType})
+		body = tgiErrorJSON(e)
 	} else {
-		body, _ = json.Marshal(openAIErrorBody{Error: openAIError{Message: e.message, Type: e.typ, Param: e.param, Code: e.code}})
+		body = openAIErrorJSON(e)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(statusFor(api, e))
