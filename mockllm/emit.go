@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/llm-testbed/testbed/internal/wake"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
@@ -25,15 +24,14 @@ type emitter struct {
 	arrival time.Time
 
 	enc       encoder
-	timer     *time.Timer
-	wt        *wake.Waiter // this stream's place on the precise waker
+	pace      pacer
 	buf       []byte
 	headers   bool // response headers written
 	started   bool // the encoder's start of stream written
 	written   int  // tokens written
 	held      engine.Token
 	hasHeld   bool
-	t0        time.Time // pacing origin: the first token's due time
+	tickFrom  time.Time // pacing origin: the first token's due time
 	lastWrite time.Time
 	dequeued  time.Time
 }
@@ -57,7 +55,7 @@ const (
 
 func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
 	e := &emitter{s: s, w: w, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
-		buf: make([]byte, 0, 1024), wt: wake.NewWaiter()}
+		buf: make([]byte, 0, 1024), pace: newPacer(s.waker, &s.streams, s.metrics.lateness)}
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
 	}
@@ -65,11 +63,7 @@ func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stre
 	return e
 }
 
-func (e *emitter) stop() {
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-}
+func (e *emitter) stop() { e.pace.stop() }
 
 // next returns the next token, or why there is none.
 func (e *emitter) next(ctx context.Context) (engine.Token, end) {
@@ -108,68 +102,18 @@ func (e *emitter) due(t engine.Token) time.Time {
 	return t.Due
 }
 
-// pace rounds a due time up to the pacing tick, if pacing is on.
-func (e *emitter) pace(due time.Time) time.Time {
+// tick rounds a due time up to the pacing tick, if pacing is on.
+func (e *emitter) tick(due time.Time) time.Time {
 	p := e.s.cfg.faults.PacingInterval
 	if p <= 0 {
 		return due
 	}
-	if e.t0.IsZero() {
-		e.t0 = due
+	if e.tickFrom.IsZero() {
+		e.tickFrom = due
 	}
-	d := due.Sub(e.t0)
+	d := due.Sub(e.tickFrom)
 	ticks := (d + p - 1) / p
-	return e.t0.Add(ticks * p)
-}
-
-// preciseMaxStreams is the load up to which streams sleep on the precise
-// waker (internal/wake). Below it the process is idle between tokens often
-// enough that the runtime's timers, parked in epoll_wait's whole
-// milliseconds, fire up to 1 ms late: at 500 streams over a Unix socket
-// (`make bench`, http1-unix) lateness p99 was 2.4 ms with 17 % of tokens
-// over 1 ms on runtime timers, 0.47 ms and 0.2 % on the waker; at
-// concurrency 100 the harness's TTFT p50 read 103–105 ms against the
-// mock's 100 on runtime timers, 101.6–102.8 ms on the waker. Above it the
-// scheduler is busy enough to check its timers at every goroutine switch,
-// and one runtime timer per stream spreads the wake-ups over every P where
-// the waker's one goroutine serialises them and costs more CPU: at 2,000
-// streams lateness p50 was 0.02 ms on runtime timers and 4.1 ms on the
-// waker.
-const preciseMaxStreams = 512
-
-// sleep waits until t, on the server's precise waker at low load, else on
-// the emitter's one runtime timer.
-func (e *emitter) sleep(ctx context.Context, t time.Time) end {
-	d := time.Until(t)
-	if d <= 0 {
-		if ctx.Err() != nil {
-			return e.why(ctx.Err())
-		}
-		return endNone
-	}
-	wk := e.s.waker
-	if wk == nil || e.s.streams.Load() > preciseMaxStreams {
-		return e.timerSleep(ctx, d)
-	}
-	if !wk.Wait(ctx, e.wt, t) {
-		return e.why(ctx.Err())
-	}
-	return endNone
-}
-
-func (e *emitter) timerSleep(ctx context.Context, d time.Duration) end {
-	if e.timer == nil {
-		e.timer = time.NewTimer(d)
-	} else {
-		e.timer.Reset(d)
-	}
-	select {
-	case <-e.timer.C:
-		return endNone
-	case <-ctx.Done():
-		e.timer.Stop()
-		return e.why(ctx.Err())
-	}
+	return e.tickFrom.Add(ticks * p)
 }
 
 // flush writes b and flushes it to the connection, returning the time the
@@ -208,7 +152,7 @@ func (e *emitter) stream(ctx context.Context) {
 			break
 		}
 		n := 1
-		at := e.pace(e.due(tok))
+		at := e.tick(e.due(tok))
 		due := at
 		if !pacing {
 			due = e.due(tok)
@@ -224,7 +168,7 @@ func (e *emitter) stream(ctx context.Context) {
 				}
 				break
 			}
-			qat := e.pace(e.due(q))
+			qat := e.tick(e.due(q))
 			if k == 1 && qat.After(at) {
 				e.held, e.hasHeld = q, true
 				break
@@ -237,8 +181,8 @@ func (e *emitter) stream(ctx context.Context) {
 		if e.plan.kind == FaultStreamCut && e.written+n > e.plan.cutAfter {
 			n, cut = e.plan.cutAfter-e.written, true
 		}
-		if w := e.sleep(ctx, at); w != endNone {
-			why = w
+		if !e.pace.until(ctx, at) {
+			why = e.why(ctx.Err())
 			break
 		}
 		if n > 0 {
@@ -287,7 +231,7 @@ func (e *emitter) record(now time.Time, n int, due time.Time) {
 		}
 	}
 	e.lastWrite = now
-	m.lateness.Observe(max(0, now.Sub(due).Seconds()))
+	e.pace.late(due, now)
 	m.genTokens.Add(float64(n))
 	e.tr.TokenNS = append(e.tr.TokenNS, ns)
 	e.tr.LastTokenNS = ns
@@ -356,11 +300,8 @@ func (e *emitter) whole(ctx context.Context) {
 		}
 		last = tok
 	}
-	if why == endDone {
-		why = e.sleep(ctx, e.due(last))
-		if why == endNone {
-			why = endDone
-		}
+	if why == endDone && !e.pace.until(ctx, e.due(last)) {
+		why = e.why(ctx.Err())
 	}
 	if why != endDone {
 		e.finish(why)
@@ -386,5 +327,5 @@ func (e *emitter) whole(ctx context.Context) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	e.w.WriteHeader(http.StatusOK)
 	e.w.Write(body)
-	m.lateness.Observe(max(0, time.Since(e.due(last)).Seconds()))
+	e.pace.late(e.due(last), time.Now())
 }
