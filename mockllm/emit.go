@@ -93,29 +93,6 @@ func (e *emitter) why(err error) end {
 	return endGone
 }
 
-// due is a token's emission time, with an injected stall shifting every
-// token from the stall on.
-func (e *emitter) due(t engine.Token) time.Time {
-	if e.plan.kind == FaultStall && t.Index >= e.plan.stallAt {
-		return t.Due.Add(e.plan.stallFor)
-	}
-	return t.Due
-}
-
-// tick rounds a due time up to the pacing tick, if pacing is on.
-func (e *emitter) tick(due time.Time) time.Time {
-	p := e.s.cfg.faults.PacingInterval
-	if p <= 0 {
-		return due
-	}
-	if e.tickFrom.IsZero() {
-		e.tickFrom = due
-	}
-	d := due.Sub(e.tickFrom)
-	ticks := (d + p - 1) / p
-	return e.tickFrom.Add(ticks * p)
-}
-
 // flush writes b and flushes it to the connection, returning the time the
 // write began. Taken before the write, it can never be later than a
 // client's reading of the bytes (a stamp after Flush returns can be, when
@@ -137,13 +114,7 @@ func (e *emitter) stream(ctx context.Context) {
 	h := e.w.Header()
 	h.Set("Content-Type", e.enc.streamContentType())
 	h.Set("Cache-Control", "no-cache")
-	if e.s.cfg.faults.EarlyFirstByte {
-		// Headers (and the role chunk) go out now; tokens come later.
-		e.buf = e.appendStart(e.buf[:0])
-		e.flush(e.buf)
-	}
-	k := max(e.s.cfg.faults.TokensPerEvent, 1)
-	pacing := e.s.cfg.faults.PacingInterval > 0
+	e.sendFirstByteEarly()
 	why := endNone
 	for why == endNone {
 		tok, w := e.next(ctx)
@@ -151,42 +122,17 @@ func (e *emitter) stream(ctx context.Context) {
 			why = w
 			break
 		}
-		n := 1
-		at := e.tick(e.due(tok))
-		due := at
-		if !pacing {
-			due = e.due(tok)
+		n, at := 1, e.tick(e.plan.due(tok))
+		if e.plan.groups() {
+			n, at, why = e.group(ctx, at)
 		}
-		for k > 1 || pacing {
-			if k > 1 && n >= k {
-				break
-			}
-			q, w := e.next(ctx)
-			if w != endNone {
-				if w != endDone {
-					why = w
-				}
-				break
-			}
-			qat := e.tick(e.due(q))
-			if k == 1 && qat.After(at) {
-				e.held, e.hasHeld = q, true
-				break
-			}
-			n++
-			at = qat
-			due = qat
-		}
-		cut := false
-		if e.plan.kind == FaultStreamCut && e.written+n > e.plan.cutAfter {
-			n, cut = e.plan.cutAfter-e.written, true
-		}
+		n, cut := e.plan.cutWithin(e.written, n)
 		if !e.pace.until(ctx, at) {
 			why = e.why(ctx.Err())
 			break
 		}
 		if n > 0 {
-			e.emit(n, due)
+			e.emit(n, at)
 		}
 		if cut {
 			e.cut()
@@ -277,17 +223,6 @@ func (e *emitter) finish(why end) {
 	}
 }
 
-// cut ends the connection mid-stream without a terminating chunk, as a
-// proxy reset does; the truth is stored first.
-func (e *emitter) cut() {
-	e.tr.FinishReason = finishAbort
-	if e.tr.LastTokenNS == 0 {
-		e.tr.LastTokenNS = e.s.Since(time.Now())
-	}
-	e.s.truth.put(*e.tr)
-	panic(http.ErrAbortHandler)
-}
-
 // whole writes a non-streamed response once the last token is due.
 func (e *emitter) whole(ctx context.Context) {
 	var last engine.Token
@@ -300,16 +235,14 @@ func (e *emitter) whole(ctx context.Context) {
 		}
 		last = tok
 	}
-	if why == endDone && !e.pace.until(ctx, e.due(last)) {
+	if why == endDone && !e.pace.until(ctx, e.plan.due(last)) {
 		why = e.why(ctx.Err())
 	}
 	if why != endDone {
 		e.finish(why)
 		return
 	}
-	if e.plan.kind == FaultStreamCut {
-		e.cut()
-	}
+	e.cutBody()
 	body := e.enc.whole()
 	now := time.Now()
 	ns := e.s.Since(now)
@@ -327,5 +260,5 @@ func (e *emitter) whole(ctx context.Context) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	e.w.WriteHeader(http.StatusOK)
 	e.w.Write(body)
-	e.pace.late(e.due(last), time.Now())
+	e.pace.late(e.plan.due(last), time.Now())
 }

@@ -3,7 +3,6 @@ package mockllm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -95,25 +94,17 @@ func (s *Server) prepare(c *gin.Context, api string, tgiStream bool, arrival tim
 		s.inflight.Add(-1)
 		return j, plan, overloaded()
 	}
-	if plan.kind == FaultRateLimit {
+	if e := plan.rateLimitError(); e != nil {
 		s.inflight.Add(-1)
-		wait := s.cfg.faults.RetryAfter
-		if wait <= 0 {
-			wait = defaultRetryAfter
-		}
-		e := rateLimited("requests", fmt.Sprintf("Rate limit reached for %s on requests per min (RPM): injected fault. Please try again in %s.",
-			orgName, formatReset(wait)), wait)
-		e.fault = FaultRateLimit
 		return j, plan, e
 	}
 	if e := s.limiter.admit(arrival, j.promptTokens+j.maxTokens, c.Writer.Header()); e != nil {
 		s.inflight.Add(-1)
 		return j, plan, e
 	}
-	if plan.kind == FaultServerError {
+	if e := plan.serverError(); e != nil {
 		s.inflight.Add(-1)
-		return j, plan, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", code: http.StatusInternalServerError,
-			message: "Internal server error (injected fault)", tgiType: "generation", fault: FaultServerError}
+		return j, plan, e
 	}
 	if !s.admit() {
 		s.inflight.Add(-1)
