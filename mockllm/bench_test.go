@@ -366,7 +366,7 @@ func hotEmitter(tb testing.TB, api string) *emitter {
 	tb.Cleanup(s.Close)
 	j := &job{api: api, model: "m", stream: true, outTokens: 1 << 30, maxTokens: 1 << 30, finish: finishLength, textSeed: 9}
 	tr := &Truth{ID: "hot"}
-	e := newEmitter(s, &discardWriter{h: http.Header{}}, j, faultPlan{}, nil, tr, time.Now())
+	e := newEmitter(s.emitDeps(j, faultPlan{}, tr.ID), &discardWriter{h: http.Header{}}, j, nil, tr, time.Now())
 	e.tr.TokenNS = make([]int64, 0, 1<<20)
 	return e
 }

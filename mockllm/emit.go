@@ -11,20 +11,16 @@ import (
 )
 
 // emitter writes one request's response against the scheduler's due times.
-// Its per-token path appends pre-encoded chunk templates and token text to a
-// reused buffer, so it does not allocate; encoding/json is used only once
-// per request.
+// Its per-token path appends to a reused buffer (see encoder), so it does
+// not allocate.
 type emitter struct {
-	s       *Server
+	emitDeps
 	w       flushWriter
 	j       *job
-	plan    faultPlan
 	st      engine.Stream
 	tr      *Truth
 	arrival time.Time
 
-	enc       encoder
-	pace      pacer
 	buf       []byte
 	headers   bool // response headers written
 	started   bool // the encoder's start of stream written
@@ -34,6 +30,18 @@ type emitter struct {
 	tickFrom  time.Time // pacing origin: the first token's due time
 	lastWrite time.Time
 	dequeued  time.Time
+}
+
+// emitDeps is what an emitter needs beyond its request. The server hands
+// over these rather than itself, so this list is all the emitter can reach.
+type emitDeps struct {
+	enc      encoder
+	plan     faultPlan
+	pace     pacer
+	metrics  *metrics
+	truth    *truthStore
+	clock    truthClock
+	shutdown context.Context // ends when Drain gives up or Close is called
 }
 
 // flushWriter is what an emitter writes to: gin's writer in the server,
@@ -53,14 +61,11 @@ const (
 	endShutdown            // Drain or Close ended the stream
 )
 
-func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
-	e := &emitter{s: s, w: w, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
-		buf: make([]byte, 0, 1024), pace: newPacer(s.waker, &s.streams, s.metrics.lateness)}
+func newEmitter(d emitDeps, w flushWriter, j *job, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
 	}
-	e.enc = newEncoder(j, tr.ID, s.created)
-	return e
+	return &emitter{emitDeps: d, w: w, j: j, st: st, tr: tr, arrival: arrival, buf: make([]byte, 0, 1024)}
 }
 
 func (e *emitter) stop() { e.pace.stop() }
@@ -80,14 +85,14 @@ func (e *emitter) next(ctx context.Context) (engine.Token, end) {
 	}
 	if e.dequeued.IsZero() {
 		e.dequeued = e.st.Dequeued()
-		e.tr.DequeuedNS = e.s.Since(e.dequeued)
+		e.tr.DequeuedNS = e.clock.ns(e.dequeued)
 	}
 	return tok, endNone
 }
 
 // why classifies a context or engine error.
 func (e *emitter) why(err error) end {
-	if e.s.abortCtx.Err() != nil || errors.Is(err, engine.ErrClosed) {
+	if e.shutdown.Err() != nil || errors.Is(err, engine.ErrClosed) {
 		return endShutdown
 	}
 	return endGone
@@ -165,8 +170,8 @@ func (e *emitter) appendStart(b []byte) []byte {
 
 // record books a written token chunk into the truth and the metrics.
 func (e *emitter) record(now time.Time, n int, due time.Time) {
-	m := e.s.metrics
-	ns := e.s.Since(now)
+	m := e.metrics
+	ns := e.clock.ns(now)
 	if e.written == 0 {
 		e.tr.FirstTokenNS = ns
 		m.ttft.Observe(now.Sub(e.arrival).Seconds())
@@ -199,13 +204,13 @@ func (e *emitter) finish(why end) {
 		tr.FinishReason = finishAbort
 	}
 	if tr.LastTokenNS == 0 {
-		tr.LastTokenNS = e.s.Since(time.Now())
+		tr.LastTokenNS = e.clock.ns(time.Now())
 	}
 	if why == endShutdown && !e.headers {
 		tr.Status = http.StatusServiceUnavailable // nothing sent yet: a plain 503 follows
 	}
-	e.s.truth.put(*tr)
-	e.s.observeEnd(tr, e.dequeued, e.arrival)
+	e.truth.put(*tr)
+	e.metrics.observeEnd(tr, e.dequeued, e.arrival)
 	b := e.buf[:0]
 	switch why {
 	case endDone:
@@ -245,16 +250,16 @@ func (e *emitter) whole(ctx context.Context) {
 	e.cutBody()
 	body := e.enc.whole()
 	now := time.Now()
-	ns := e.s.Since(now)
+	ns := e.clock.ns(now)
 	tr := e.tr
 	tr.FirstTokenNS, tr.LastTokenNS, tr.TokenNS = ns, ns, []int64{ns}
 	tr.CompletionTokens = e.j.outTokens
 	tr.FinishReason = e.j.finish
-	e.s.truth.put(*tr)
-	m := e.s.metrics
+	e.truth.put(*tr)
+	m := e.metrics
 	m.ttft.Observe(now.Sub(e.arrival).Seconds())
 	m.genTokens.Add(float64(e.j.outTokens))
-	e.s.observeEnd(tr, e.dequeued, e.arrival)
+	e.metrics.observeEnd(tr, e.dequeued, e.arrival)
 	h := e.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

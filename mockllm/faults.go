@@ -250,8 +250,8 @@ func (e *emitter) cutBody() {
 func (e *emitter) cut() {
 	e.tr.FinishReason = finishAbort
 	if e.tr.LastTokenNS == 0 {
-		e.tr.LastTokenNS = e.s.Since(time.Now())
+		e.tr.LastTokenNS = e.clock.ns(time.Now())
 	}
-	e.s.truth.put(*e.tr)
+	e.truth.put(*e.tr)
 	panic(http.ErrAbortHandler)
 }

@@ -113,6 +113,19 @@ func (s *Server) prepare(c *gin.Context, api string, tgiStream bool, arrival tim
 	return j, plan, nil
 }
 
+// emitDeps is what the emitter of request id needs of the server.
+func (s *Server) emitDeps(j *job, plan faultPlan, id string) emitDeps {
+	return emitDeps{
+		enc:      newEncoder(j, id, s.created),
+		plan:     plan,
+		pace:     newPacer(s.waker, &s.streams, s.metrics.lateness),
+		metrics:  s.metrics,
+		truth:    s.truth,
+		clock:    s.clock,
+		shutdown: s.abortCtx,
+	}
+}
+
 // run starts the request on the scheduler and writes the response.
 func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, id string) {
 	// Streams end when the client leaves or when Drain gives up waiting;
@@ -145,25 +158,11 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	s.metrics.promptTokens.Add(float64(j.promptTokens))
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
-	em := newEmitter(s, c.Writer, j, plan, st, &tr, arrival)
+	em := newEmitter(s.emitDeps(j, plan, id), c.Writer, j, st, &tr, arrival)
 	defer em.stop()
 	if j.stream {
 		em.stream(ctx)
 	} else {
 		em.whole(ctx)
-	}
-}
-
-// observeEnd records the request-level histograms of a finished request.
-func (s *Server) observeEnd(tr *Truth, dequeued time.Time, arrival time.Time) {
-	s.metrics.success.WithLabelValues(tr.FinishReason).Inc()
-	sec := func(ns int64) float64 { return float64(ns) / 1e9 }
-	s.metrics.e2e.Observe(sec(tr.LastTokenNS - tr.ArrivalNS))
-	if !dequeued.IsZero() {
-		s.metrics.queue.Observe(dequeued.Sub(arrival).Seconds())
-	}
-	if tr.FirstTokenNS > 0 {
-		s.metrics.prefill.Observe(sec(tr.FirstTokenNS - tr.DequeuedNS))
-		s.metrics.decode.Observe(sec(tr.LastTokenNS - tr.FirstTokenNS))
 	}
 }

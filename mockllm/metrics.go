@@ -1,6 +1,8 @@
 package mockllm
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -99,4 +101,18 @@ func newMetrics(s *Server) *metrics {
 		func() float64 { return float64(s.truth.evictions()) }))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeEnd records the request-level histograms of a finished request.
+func (m *metrics) observeEnd(tr *Truth, dequeued time.Time, arrival time.Time) {
+	m.success.WithLabelValues(tr.FinishReason).Inc()
+	sec := func(ns int64) float64 { return float64(ns) / 1e9 }
+	m.e2e.Observe(sec(tr.LastTokenNS - tr.ArrivalNS))
+	if !dequeued.IsZero() {
+		m.queue.Observe(dequeued.Sub(arrival).Seconds())
+	}
+	if tr.FirstTokenNS > 0 {
+		m.prefill.Observe(sec(tr.FirstTokenNS - tr.DequeuedNS))
+		m.decode.Observe(sec(tr.LastTokenNS - tr.FirstTokenNS))
+	}
 }

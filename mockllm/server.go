@@ -35,7 +35,7 @@ type Server struct {
 	profile engine.Profile
 	sched   engine.Scheduler
 	router  *gin.Engine
-	start   time.Time // monotonic origin of Truth times
+	clock   truthClock
 	readyAt time.Time
 	lim     limitsForDecode
 	limiter *limiter
@@ -83,15 +83,16 @@ func New(opts ...Option) (*Server, error) {
 		}
 		s.sched = sched
 	}
-	s.start = time.Now()
+	start := time.Now()
+	s.clock = truthClock{start: start}
 	delay := cfg.profile.StartupDelay
 	if cfg.startupDelay != nil {
 		delay = *cfg.startupDelay
 	}
-	s.readyAt = s.start.Add(delay)
+	s.readyAt = start.Add(delay)
 	s.lim = limitsForDecode{model: cfg.model, maxModelLen: cfg.profile.MaxModelLen, seed: cfg.seed,
 		answerMin: cfg.answerMin, answerMax: cfg.answerMax}
-	s.limiter = newLimiter(cfg.limits, s.start)
+	s.limiter = newLimiter(cfg.limits, start)
 	s.truth = newTruthStore(cfg.truthCap)
 	s.created = func() int64 { return cfg.wallClock().Unix() }
 	s.metrics = newMetrics(s)
@@ -152,7 +153,7 @@ func (s *Server) Truth(id string) (Truth, bool) { return s.truth.get(id) }
 func (s *Server) Truths() ([]Truth, uint64) { return s.truth.all() }
 
 // Since converts a time to the Truth time base (ns since New).
-func (s *Server) Since(t time.Time) int64 { return int64(t.Sub(s.start)) }
+func (s *Server) Since(t time.Time) int64 { return s.clock.ns(t) }
 
 // Gatherer is the server's Prometheus registry (what /metrics serves), for
 // in-process readers such as benchmarks.

@@ -2,6 +2,7 @@ package mockllm
 
 import (
 	"sync"
+	"time"
 )
 
 // Truth is the server's own record of one request: what it received, what
@@ -26,6 +27,12 @@ type Truth struct {
 	LastTokenNS      int64   `json:"last_token_ns"`
 	TokenNS          []int64 `json:"token_ns"` // write time of every token-carrying chunk (one for a non-streamed body)
 }
+
+// truthClock is the time base of Truth: nanoseconds since the server's
+// New, on the monotonic clock, so wall-clock steps never bend a record.
+type truthClock struct{ start time.Time }
+
+func (c truthClock) ns(t time.Time) int64 { return int64(t.Sub(c.start)) }
 
 // truthStore keeps the latest cap truths in a ring, evicting the oldest.
 type truthStore struct {
