@@ -10,9 +10,9 @@ import (
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
-// emitter writes one request's response against the scheduler's due times.
-// Its per-token path appends to a reused buffer (see encoder), so it does
-// not allocate.
+// emitter writes one request's response against the scheduler's due times
+// and records what it wrote. Its per-token path appends to one reused
+// buffer (see encoder) and does not allocate.
 type emitter struct {
 	emitDeps
 	w       flushWriter
@@ -26,7 +26,7 @@ type emitter struct {
 	started   bool // the encoder's start of stream written
 	written   int  // tokens written
 	held      engine.Token
-	hasHeld   bool
+	hasHeld   bool      // held was read ahead and opens the next event
 	tickFrom  time.Time // pacing origin: the first token's due time
 	lastWrite time.Time
 	dequeued  time.Time
@@ -70,50 +70,6 @@ func newEmitter(d emitDeps, w flushWriter, j *job, st engine.Stream, tr *Truth, 
 
 func (e *emitter) stop() { e.pace.stop() }
 
-// next returns the next token, or why there is none.
-func (e *emitter) next(ctx context.Context) (engine.Token, end) {
-	if e.hasHeld {
-		e.hasHeld = false
-		return e.held, endNone
-	}
-	tok, ok, err := e.st.Next(ctx)
-	switch {
-	case err != nil:
-		return tok, e.why(err)
-	case !ok:
-		return tok, endDone
-	}
-	if e.dequeued.IsZero() {
-		e.dequeued = e.st.Dequeued()
-		e.tr.DequeuedNS = e.clock.ns(e.dequeued)
-	}
-	return tok, endNone
-}
-
-// why classifies a context or engine error.
-func (e *emitter) why(err error) end {
-	if e.shutdown.Err() != nil || errors.Is(err, engine.ErrClosed) {
-		return endShutdown
-	}
-	return endGone
-}
-
-// flush writes b and flushes it to the connection, returning the time the
-// write began. Taken before the write, it can never be later than a
-// client's reading of the bytes (a stamp after Flush returns can be, when
-// this goroutine is descheduled in between), so the truth stays a lower
-// bound for every client-side measurement.
-func (e *emitter) flush(b []byte) time.Time {
-	if !e.headers {
-		e.w.WriteHeader(http.StatusOK)
-		e.headers = true
-	}
-	now := time.Now()
-	e.w.Write(b) // a failed write shows up as the request context ending
-	e.w.Flush()
-	return now
-}
-
 // stream writes an SSE response, one event per token group.
 func (e *emitter) stream(ctx context.Context) {
 	h := e.w.Header()
@@ -149,7 +105,7 @@ func (e *emitter) stream(ctx context.Context) {
 	e.finish(why)
 }
 
-// emit writes the chunk of the next n tokens and records it.
+// emit writes the event of the next n tokens and records it.
 func (e *emitter) emit(n int, due time.Time) {
 	b := e.appendStart(e.buf[:0])
 	b = e.enc.appendTokens(b, e.written, n)
@@ -158,8 +114,8 @@ func (e *emitter) emit(n int, due time.Time) {
 	e.record(now, n, due)
 }
 
-// appendStart adds the encoder's start of stream the first time only, on
-// the first token or earlier when the first byte goes out early.
+// appendStart adds the encoder's start of stream the first time only: on
+// the first token, or on arrival when the first byte goes out early.
 func (e *emitter) appendStart(b []byte) []byte {
 	if e.started {
 		return b
@@ -168,7 +124,7 @@ func (e *emitter) appendStart(b []byte) []byte {
 	return e.enc.appendStart(b)
 }
 
-// record books a written token chunk into the truth and the metrics.
+// record books a written token event into the truth and the metrics.
 func (e *emitter) record(now time.Time, n int, due time.Time) {
 	m := e.metrics
 	ns := e.clock.ns(now)
@@ -190,9 +146,11 @@ func (e *emitter) record(now time.Time, n int, due time.Time) {
 	e.written += n
 }
 
-// finish ends a stream: on success the finish chunk, usage and [DONE]; on
-// shutdown a clean error event; when the client left, nothing. The truth is
-// stored before the terminating bytes.
+// finish ends a stream: on success the encoder's end (finish chunk, usage
+// and [DONE] where the API has them); on shutdown an error event, or a
+// plain 503 when nothing was sent yet; when the client left, nothing. The
+// truth is stored before the terminating bytes, so a client that has read
+// them can fetch it at once.
 func (e *emitter) finish(why end) {
 	tr := e.tr
 	switch why {
@@ -207,7 +165,7 @@ func (e *emitter) finish(why end) {
 		tr.LastTokenNS = e.clock.ns(time.Now())
 	}
 	if why == endShutdown && !e.headers {
-		tr.Status = http.StatusServiceUnavailable // nothing sent yet: a plain 503 follows
+		tr.Status = http.StatusServiceUnavailable
 	}
 	e.truth.put(*tr)
 	e.metrics.observeEnd(tr, e.dequeued, e.arrival)
@@ -228,7 +186,8 @@ func (e *emitter) finish(why end) {
 	}
 }
 
-// whole writes a non-streamed response once the last token is due.
+// whole writes a non-streamed response in one piece when its last token is
+// due.
 func (e *emitter) whole(ctx context.Context) {
 	var last engine.Token
 	why := endNone
@@ -252,18 +211,65 @@ func (e *emitter) whole(ctx context.Context) {
 	now := time.Now()
 	ns := e.clock.ns(now)
 	tr := e.tr
-	tr.FirstTokenNS, tr.LastTokenNS, tr.TokenNS = ns, ns, []int64{ns}
+	tr.FirstTokenNS = ns
+	tr.LastTokenNS = ns
+	tr.TokenNS = []int64{ns}
 	tr.CompletionTokens = e.j.outTokens
 	tr.FinishReason = e.j.finish
 	e.truth.put(*tr)
 	m := e.metrics
 	m.ttft.Observe(now.Sub(e.arrival).Seconds())
 	m.genTokens.Add(float64(e.j.outTokens))
-	e.metrics.observeEnd(tr, e.dequeued, e.arrival)
+	m.observeEnd(tr, e.dequeued, e.arrival)
 	h := e.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	e.w.WriteHeader(http.StatusOK)
 	e.w.Write(body)
 	e.pace.late(e.plan.due(last), time.Now())
+}
+
+// next returns the next token, or why there is none.
+func (e *emitter) next(ctx context.Context) (engine.Token, end) {
+	if e.hasHeld {
+		e.hasHeld = false
+		return e.held, endNone
+	}
+	tok, ok, err := e.st.Next(ctx)
+	switch {
+	case err != nil:
+		return tok, e.why(err)
+	case !ok:
+		return tok, endDone
+	}
+	if e.dequeued.IsZero() {
+		e.dequeued = e.st.Dequeued()
+		e.tr.DequeuedNS = e.clock.ns(e.dequeued)
+	}
+	return tok, endNone
+}
+
+// why tells a shutdown from a client that left, which a context or engine
+// error alone does not: the request's context ends in both cases.
+func (e *emitter) why(err error) end {
+	if e.shutdown.Err() != nil || errors.Is(err, engine.ErrClosed) {
+		return endShutdown
+	}
+	return endGone
+}
+
+// flush writes b and flushes it to the connection, returning the time the
+// write began. Taken before the write, it can never be later than a
+// client's reading of the bytes (a stamp after Flush returns can be, when
+// this goroutine is descheduled in between), so the truth stays a lower
+// bound for every client-side measurement.
+func (e *emitter) flush(b []byte) time.Time {
+	if !e.headers {
+		e.w.WriteHeader(http.StatusOK)
+		e.headers = true
+	}
+	now := time.Now()
+	e.w.Write(b) // a failed write shows up as the request context ending
+	e.w.Flush()
+	return now
 }
