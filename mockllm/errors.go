@@ -30,12 +30,13 @@ func badRequest(param, format string) *apiError {
 }
 
 func notFound(msg string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", code: http.StatusNotFound, message: msg, tgiType: "not_found"}
+	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", code: http.StatusNotFound, message: msg,
+		tgiType: "not_found"}
 }
 
 func unavailable(msg string) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError", code: http.StatusServiceUnavailable,
-		message: msg, tgiType: "unavailable"}
+	return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError",
+		code: http.StatusServiceUnavailable, message: msg, tgiType: "unavailable"}
 }
 
 // overloaded is TGI's answer when max_concurrent_requests is reached; the

@@ -66,7 +66,9 @@ func rejectReason(e *apiError) string {
 // meets them: startup, auth, body, validation, concurrency, rate limits,
 // then injected faults. On success the request holds an inflight slot and
 // an active count (the caller releases both).
-func (s *Server) prepare(c *gin.Context, api string, tgiStream bool, arrival time.Time, id string) (job, faultPlan, *apiError) {
+func (s *Server) prepare(
+	c *gin.Context, api string, tgiStream bool, arrival time.Time, id string,
+) (job, faultPlan, *apiError) {
 	var j job
 	if !s.ready(arrival) {
 		return j, faultPlan{}, unavailable("server is starting up")

@@ -82,9 +82,12 @@ func newMetrics(s *Server) *metrics {
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
-	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
-	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
+	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+		requestLatencyBuckets)
+	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+		requestLatencyBuckets)
+	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+		requestLatencyBuckets)
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "testbed_mock_emission_lateness_seconds",
 		Help:    "Time from a token chunk's scheduled due time to the start of its write to the connection.",
 		Buckets: latenessBuckets})

@@ -23,7 +23,7 @@ type Truth struct {
 	CompletionTokens int     `json:"completion_tokens"` // tokens actually written
 	ArrivalNS        int64   `json:"arrival_ns"`        // request received
 	DequeuedNS       int64   `json:"dequeued_ns"`       // left the waiting queue
-	FirstTokenNS     int64   `json:"first_token_ns"`    // first token-carrying chunk handed to the connection (write start)
+	FirstTokenNS     int64   `json:"first_token_ns"`    // write start of the first token-carrying chunk
 	LastTokenNS      int64   `json:"last_token_ns"`
 	TokenNS          []int64 `json:"token_ns"` // write time of every token-carrying chunk (one for a non-streamed body)
 }
