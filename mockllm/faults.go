@@ -9,11 +9,11 @@ import (
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
-// This file holds every fault the mock injects: what can be configured,
-// how a request's faults are drawn, and where each is applied, before
-// generation (rate_limit, server_error) or while a response is written
-// (stream_cut, stall, and the stream shaping of TokensPerEvent,
-// PacingInterval and EarlyFirstByte).
+// Every fault the mock injects is in this file, so that what a request can
+// meet reads in one place: what can be configured, how a request's faults
+// are drawn, and where each is applied, before generation (rate_limit,
+// server_error) or while a response is written (stream_cut, stall, and the
+// stream shaping of TokensPerEvent, PacingInterval and EarlyFirstByte).
 
 // FaultConfig injects faults. Each rate is a probability in [0, 1] drawn
 // per request from a hash of the seed and the request id, so a rerun with
@@ -67,7 +67,8 @@ const (
 )
 
 // faultPlan is what will go wrong with one request, and how its stream is
-// shaped. The emitter consults only the plan, never the configuration.
+// shaped: the emitter reads this, never the configuration, so one value
+// holds everything that bends a response.
 type faultPlan struct {
 	kind       string        // "" or one of the Fault* names
 	cutAfter   int           // stream_cut: tokens written before the cut

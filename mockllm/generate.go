@@ -64,8 +64,9 @@ func rejectReason(e *apiError) string {
 
 // prepare runs every check before generation, in the order a real server
 // meets them: startup, auth, body, validation, concurrency, rate limits,
-// then injected faults. On success the request holds an inflight slot and
-// an active count (the caller releases both).
+// then draining. An injected 429 comes just before the real limiter and an
+// injected 500 just after it. On success the request holds an inflight
+// slot and an active count (the caller releases both).
 func (s *Server) prepare(
 	c *gin.Context, api string, tgiStream bool, arrival time.Time, id string,
 ) (job, faultPlan, *apiError) {
