@@ -8,8 +8,8 @@ import (
 // encoder writes one request's response in the wire format of its API, so
 // the emitter decides when bytes go out and never what they look like. The
 // append methods add to b and return it: a stream reuses one buffer, and
-// its per-token path does not allocate. encoding/json runs only for whole
-// bodies and error events, once per request.
+// its per-token path does not allocate. encoding/json runs only off that
+// path: for the chunk prefix, a whole body, TGI's last event and errors.
 type encoder interface {
 	// streamContentType is the Content-Type of a streamed response.
 	streamContentType() string
@@ -105,8 +105,8 @@ type usageJSON struct {
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// appendUsage writes usageJSON by hand, in its field order, for the end
-// of a stream.
+// appendUsage writes usageJSON by hand, in its field order, so the end of
+// a stream needs no encoding/json.
 func appendUsage(b []byte, prompt, completion int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
