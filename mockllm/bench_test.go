@@ -56,7 +56,8 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 		b.Fatal(err)
 	}
 	p.TTFT, p.ITL = ttft, itl
-	s, err := New(WithProfile(p), WithSeed(1), WithTruthCapacity(streams), WithPreciseTimers(os.Getenv("MOCK_BENCH_COARSE") == ""))
+	precise := os.Getenv("MOCK_BENCH_COARSE") == ""
+	s, err := New(WithProfile(p), WithSeed(1), WithTruthCapacity(streams), WithPreciseTimers(precise))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,8 +84,10 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 	defer ts.Close()
 	addr := ts.Listener.Addr().String()
 
-	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, tokensPer)
-	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`,
+		tokensPer)
+	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\n\r\n%s", len(body), body))
 	stream := func() error { return rawStream(network, addr, req) }
 	if proto == "h2c" {
 		stream = h2cStreamer(ts.URL, body)
@@ -364,9 +367,10 @@ func hotEmitter(tb testing.TB, api string) *emitter {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Close)
-	j := &job{api: api, model: "m", stream: true, outTokens: 1 << 30, maxTokens: 1 << 30, finish: finishLength, textSeed: 9}
+	j := &job{api: api, model: "m", stream: true, outTokens: 1 << 30, maxTokens: 1 << 30, finish: finishLength,
+		textSeed: 9}
 	tr := &Truth{ID: "hot"}
-	e := newEmitter(s, &discardWriter{h: http.Header{}}, j, faultPlan{}, nil, tr, time.Now())
+	e := newEmitter(s.emitDeps(j, faultPlan{}, tr.ID), &discardWriter{h: http.Header{}}, j, nil, tr, time.Now())
 	e.tr.TokenNS = make([]int64, 0, 1<<20)
 	return e
 }

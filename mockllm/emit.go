@@ -2,42 +2,46 @@ package mockllm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/llm-testbed/testbed/internal/tokens"
-	"github.com/llm-testbed/testbed/internal/wake"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
-// emitter writes one request's response against the scheduler's due times.
-// Its per-token path appends pre-encoded chunk templates and token text to a
-// reused buffer, so it does not allocate; encoding/json is used only once
-// per request.
+// emitter writes one request's response against the scheduler's due times
+// and records what it wrote. Its per-token path appends to one reused
+// buffer (see encoder) and does not allocate.
 type emitter struct {
-	s       *Server
+	emitDeps
 	w       flushWriter
 	j       *job
-	plan    faultPlan
 	st      engine.Stream
 	tr      *Truth
 	arrival time.Time
 
-	timer     *time.Timer
-	wt        *wake.Waiter // this stream's place on the precise waker
 	buf       []byte
-	head      []byte // chunk prefix up to and including `"choices":[`
-	headers   bool   // response headers written
-	roleSent  bool   // chat role chunk written
-	written   int    // tokens written
+	headers   bool // response headers written
+	started   bool // the encoder's start of stream written
+	written   int  // tokens written
 	held      engine.Token
-	hasHeld   bool
-	t0        time.Time // pacing origin: the first token's due time
+	hasHeld   bool      // held was read ahead and opens the next event
+	tickFrom  time.Time // pacing origin: the first token's due time
 	lastWrite time.Time
 	dequeued  time.Time
+}
+
+// emitDeps is what an emitter needs beyond its request. The server hands
+// over these rather than itself, so this list is all the emitter can reach.
+type emitDeps struct {
+	enc      encoder
+	plan     faultPlan
+	pace     pacer
+	metrics  *metrics
+	truth    *truthStore
+	clock    truthClock
+	shutdown context.Context // ends when Drain gives up or Close is called
 }
 
 // flushWriter is what an emitter writes to: gin's writer in the server,
@@ -57,43 +61,172 @@ const (
 	endShutdown            // Drain or Close ended the stream
 )
 
-func newEmitter(s *Server, w flushWriter, j *job, plan faultPlan, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
-	e := &emitter{s: s, w: w, j: j, plan: plan, st: st, tr: tr, arrival: arrival,
-		buf: make([]byte, 0, 1024), wt: wake.NewWaiter()}
+func newEmitter(d emitDeps, w flushWriter, j *job, st engine.Stream, tr *Truth, arrival time.Time) *emitter {
 	if j.stream {
 		tr.TokenNS = make([]int64, 0, min(j.outTokens, 4096))
 	}
-	created := strconv.AppendInt(nil, s.created(), 10)
-	switch j.api {
-	case apiChat:
-		e.head = appendHead(nil, "chatcmpl-"+tr.ID, "chat.completion.chunk", created, j.model)
-	case apiCompletions:
-		e.head = appendHead(nil, "cmpl-"+tr.ID, "text_completion", created, j.model)
+	return &emitter{emitDeps: d, w: w, j: j, st: st, tr: tr, arrival: arrival, buf: make([]byte, 0, 1024)}
+}
+
+func (e *emitter) stop() { e.pace.stop() }
+
+// stream writes an SSE response, one event per token group.
+func (e *emitter) stream(ctx context.Context) {
+	h := e.w.Header()
+	h.Set("Content-Type", e.enc.streamContentType())
+	h.Set("Cache-Control", "no-cache")
+	e.sendFirstByteEarly()
+	why := endNone
+	for why == endNone {
+		tok, w := e.next(ctx)
+		if w != endNone {
+			why = w
+			break
+		}
+		n, at := 1, e.tick(e.plan.due(tok))
+		if e.plan.groups() {
+			n, at, why = e.group(ctx, at)
+		}
+		n, cut := e.plan.cutWithin(e.written, n)
+		if !e.pace.until(ctx, at) {
+			why = e.why(ctx.Err())
+			break
+		}
+		if n > 0 {
+			e.emit(n, at)
+		}
+		if cut {
+			e.cut()
+		}
+		if why == endNone && e.written == e.j.outTokens {
+			why = endDone
+		}
 	}
-	return e
+	e.finish(why)
 }
 
-func appendHead(b []byte, id, object string, created []byte, model string) []byte {
-	b = append(b, `data: {"id":`...)
-	b = appendJSONString(b, id)
-	b = append(b, `,"object":"`...)
-	b = append(b, object...)
-	b = append(b, `","created":`...)
-	b = append(b, created...)
-	b = append(b, `,"model":`...)
-	b = appendJSONString(b, model)
-	return append(b, `,"choices":[`...)
+// emit writes the event of the next n tokens and records it.
+func (e *emitter) emit(n int, due time.Time) {
+	b := e.appendStart(e.buf[:0])
+	b = e.enc.appendTokens(b, e.written, n)
+	e.buf = b
+	now := e.flush(b)
+	e.record(now, n, due)
 }
 
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
-}
-
-func (e *emitter) stop() {
-	if e.timer != nil {
-		e.timer.Stop()
+// appendStart adds the encoder's start of stream the first time only: on
+// the first token, or on arrival when the first byte goes out early.
+func (e *emitter) appendStart(b []byte) []byte {
+	if e.started {
+		return b
 	}
+	e.started = true
+	return e.enc.appendStart(b)
+}
+
+// record books a written token event into the truth and the metrics.
+func (e *emitter) record(now time.Time, n int, due time.Time) {
+	m := e.metrics
+	ns := e.clock.ns(now)
+	if e.written == 0 {
+		e.tr.FirstTokenNS = ns
+		m.ttft.Observe(now.Sub(e.arrival).Seconds())
+	} else {
+		gap := now.Sub(e.lastWrite).Seconds() / float64(n)
+		for range n {
+			m.itl.Observe(gap)
+		}
+	}
+	e.lastWrite = now
+	e.pace.late(due, now)
+	m.genTokens.Add(float64(n))
+	e.tr.TokenNS = append(e.tr.TokenNS, ns)
+	e.tr.LastTokenNS = ns
+	e.tr.CompletionTokens += n
+	e.written += n
+}
+
+// finish ends a stream: on success the encoder's end (finish chunk, usage
+// and [DONE] where the API has them); on shutdown an error event, or a
+// plain 503 when nothing was sent yet; when the client left, nothing. The
+// truth is stored before the terminating bytes, so a client that has read
+// them can fetch it at once.
+func (e *emitter) finish(why end) {
+	tr := e.tr
+	switch why {
+	case endDone:
+		tr.FinishReason = e.j.finish
+	case endShutdown:
+		tr.FinishReason, tr.Fault = finishAbort, FaultShutdown
+	default:
+		tr.FinishReason = finishAbort
+	}
+	if tr.LastTokenNS == 0 {
+		tr.LastTokenNS = e.clock.ns(time.Now())
+	}
+	if why == endShutdown && !e.headers {
+		tr.Status = http.StatusServiceUnavailable
+	}
+	e.truth.put(*tr)
+	e.metrics.observeEnd(tr, e.dequeued, e.arrival)
+	b := e.buf[:0]
+	switch why {
+	case endDone:
+		b = e.enc.appendEnd(b, e.written)
+	case endShutdown:
+		if !e.headers {
+			writeAPIError(e.w, e.j.api, unavailable("server is shutting down"))
+			return
+		}
+		b = e.enc.appendError(b, unavailable("server is shutting down"))
+	}
+	e.buf = b
+	if len(b) > 0 {
+		e.flush(b)
+	}
+}
+
+// whole writes a non-streamed response in one piece when its last token is
+// due.
+func (e *emitter) whole(ctx context.Context) {
+	var last engine.Token
+	why := endNone
+	for why == endNone {
+		tok, w := e.next(ctx)
+		if w != endNone {
+			why = w
+			break
+		}
+		last = tok
+	}
+	if why == endDone && !e.pace.until(ctx, e.plan.due(last)) {
+		why = e.why(ctx.Err())
+	}
+	if why != endDone {
+		e.finish(why)
+		return
+	}
+	e.cutBody()
+	body := e.enc.whole()
+	now := time.Now()
+	ns := e.clock.ns(now)
+	tr := e.tr
+	tr.FirstTokenNS = ns
+	tr.LastTokenNS = ns
+	tr.TokenNS = []int64{ns}
+	tr.CompletionTokens = e.j.outTokens
+	tr.FinishReason = e.j.finish
+	e.truth.put(*tr)
+	m := e.metrics
+	m.ttft.Observe(now.Sub(e.arrival).Seconds())
+	m.genTokens.Add(float64(e.j.outTokens))
+	m.observeEnd(tr, e.dequeued, e.arrival)
+	h := e.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	e.w.WriteHeader(http.StatusOK)
+	e.w.Write(body)
+	e.pace.late(e.plan.due(last), time.Now())
 }
 
 // next returns the next token, or why there is none.
@@ -111,90 +244,18 @@ func (e *emitter) next(ctx context.Context) (engine.Token, end) {
 	}
 	if e.dequeued.IsZero() {
 		e.dequeued = e.st.Dequeued()
-		e.tr.DequeuedNS = e.s.Since(e.dequeued)
+		e.tr.DequeuedNS = e.clock.ns(e.dequeued)
 	}
 	return tok, endNone
 }
 
-// why classifies a context or engine error.
+// why tells a shutdown from a client that left, which a context or engine
+// error alone does not: the request's context ends in both cases.
 func (e *emitter) why(err error) end {
-	if e.s.abortCtx.Err() != nil || errors.Is(err, engine.ErrClosed) {
+	if e.shutdown.Err() != nil || errors.Is(err, engine.ErrClosed) {
 		return endShutdown
 	}
 	return endGone
-}
-
-// due is a token's emission time, with an injected stall shifting every
-// token from the stall on.
-func (e *emitter) due(t engine.Token) time.Time {
-	if e.plan.kind == FaultStall && t.Index >= e.plan.stallAt {
-		return t.Due.Add(e.plan.stallFor)
-	}
-	return t.Due
-}
-
-// pace rounds a due time up to the pacing tick, if pacing is on.
-func (e *emitter) pace(due time.Time) time.Time {
-	p := e.s.cfg.faults.PacingInterval
-	if p <= 0 {
-		return due
-	}
-	if e.t0.IsZero() {
-		e.t0 = due
-	}
-	d := due.Sub(e.t0)
-	ticks := (d + p - 1) / p
-	return e.t0.Add(ticks * p)
-}
-
-// preciseMaxStreams is the load up to which streams sleep on the precise
-// waker (internal/wake). Below it the process is idle between tokens often
-// enough that the runtime's timers, parked in epoll_wait's whole
-// milliseconds, fire up to 1 ms late: at 500 streams over a Unix socket
-// (`make bench`, http1-unix) lateness p99 was 2.4 ms with 17 % of tokens
-// over 1 ms on runtime timers, 0.47 ms and 0.2 % on the waker; at
-// concurrency 100 the harness's TTFT p50 read 103–105 ms against the
-// mock's 100 on runtime timers, 101.6–102.8 ms on the waker. Above it the
-// scheduler is busy enough to check its timers at every goroutine switch,
-// and one runtime timer per stream spreads the wake-ups over every P where
-// the waker's one goroutine serialises them and costs more CPU: at 2,000
-// streams lateness p50 was 0.02 ms on runtime timers and 4.1 ms on the
-// waker.
-const preciseMaxStreams = 512
-
-// sleep waits until t, on the server's precise waker at low load, else on
-// the emitter's one runtime timer.
-func (e *emitter) sleep(ctx context.Context, t time.Time) end {
-	d := time.Until(t)
-	if d <= 0 {
-		if ctx.Err() != nil {
-			return e.why(ctx.Err())
-		}
-		return endNone
-	}
-	wk := e.s.waker
-	if wk == nil || e.s.streams.Load() > preciseMaxStreams {
-		return e.timerSleep(ctx, d)
-	}
-	if !wk.Wait(ctx, e.wt, t) {
-		return e.why(ctx.Err())
-	}
-	return endNone
-}
-
-func (e *emitter) timerSleep(ctx context.Context, d time.Duration) end {
-	if e.timer == nil {
-		e.timer = time.NewTimer(d)
-	} else {
-		e.timer.Reset(d)
-	}
-	select {
-	case <-e.timer.C:
-		return endNone
-	case <-ctx.Done():
-		e.timer.Stop()
-		return e.why(ctx.Err())
-	}
 }
 
 // flush writes b and flushes it to the connection, returning the time the
@@ -211,404 +272,4 @@ func (e *emitter) flush(b []byte) time.Time {
 	e.w.Write(b) // a failed write shows up as the request context ending
 	e.w.Flush()
 	return now
-}
-
-// stream writes an SSE response, one event per token group.
-func (e *emitter) stream(ctx context.Context) {
-	h := e.w.Header()
-	if e.j.api == apiTGI {
-		h.Set("Content-Type", "text/event-stream")
-	} else {
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	}
-	h.Set("Cache-Control", "no-cache")
-	if e.s.cfg.faults.EarlyFirstByte {
-		// Headers (and the role chunk) go out now; tokens come later.
-		e.buf = e.appendRole(e.buf[:0])
-		e.flush(e.buf)
-	}
-	k := max(e.s.cfg.faults.TokensPerEvent, 1)
-	pacing := e.s.cfg.faults.PacingInterval > 0
-	why := endNone
-	for why == endNone {
-		tok, w := e.next(ctx)
-		if w != endNone {
-			why = w
-			break
-		}
-		n := 1
-		at := e.pace(e.due(tok))
-		due := at
-		if !pacing {
-			due = e.due(tok)
-		}
-		for k > 1 || pacing {
-			if k > 1 && n >= k {
-				break
-			}
-			q, w := e.next(ctx)
-			if w != endNone {
-				if w != endDone {
-					why = w
-				}
-				break
-			}
-			qat := e.pace(e.due(q))
-			if k == 1 && qat.After(at) {
-				e.held, e.hasHeld = q, true
-				break
-			}
-			n++
-			at = qat
-			due = qat
-		}
-		cut := false
-		if e.plan.kind == FaultStreamCut && e.written+n > e.plan.cutAfter {
-			n, cut = e.plan.cutAfter-e.written, true
-		}
-		if w := e.sleep(ctx, at); w != endNone {
-			why = w
-			break
-		}
-		if n > 0 {
-			e.emit(n, due)
-		}
-		if cut {
-			e.cut()
-		}
-		if why == endNone && e.written == e.j.outTokens {
-			why = endDone
-		}
-	}
-	e.finish(why)
-}
-
-// emit writes the chunk of the next n tokens and records it.
-func (e *emitter) emit(n int, due time.Time) {
-	from := e.written
-	b := e.buf[:0]
-	if !e.roleSent {
-		b = e.appendRole(b)
-	}
-	last := from+n == e.j.outTokens
-	if e.j.api == apiTGI {
-		for i := from; i < from+n; i++ {
-			b = e.appendTGIToken(b, i, last && i == from+n-1)
-		}
-	} else {
-		b = append(b, e.head...)
-		if e.j.api == apiChat {
-			b = append(b, `{"index":0,"delta":{"content":"`...)
-		} else {
-			b = append(b, `{"index":0,"text":"`...)
-		}
-		for i := from; i < from+n; i++ {
-			b = tokens.AppendToken(b, e.j.textSeed, i)
-		}
-		if e.j.api == apiChat {
-			b = append(b, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-		} else {
-			b = append(b, `","logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
-		}
-	}
-	e.buf = b
-	now := e.flush(b)
-	e.record(now, n, due)
-}
-
-// record books a written token chunk into the truth and the metrics.
-func (e *emitter) record(now time.Time, n int, due time.Time) {
-	m := e.s.metrics
-	ns := e.s.Since(now)
-	if e.written == 0 {
-		e.tr.FirstTokenNS = ns
-		m.ttft.Observe(now.Sub(e.arrival).Seconds())
-	} else {
-		gap := now.Sub(e.lastWrite).Seconds() / float64(n)
-		for range n {
-			m.itl.Observe(gap)
-		}
-	}
-	e.lastWrite = now
-	m.lateness.Observe(max(0, now.Sub(due).Seconds()))
-	m.genTokens.Add(float64(n))
-	e.tr.TokenNS = append(e.tr.TokenNS, ns)
-	e.tr.LastTokenNS = ns
-	e.tr.CompletionTokens += n
-	e.written += n
-}
-
-// appendRole adds the chat role chunk the first time (other APIs have none).
-func (e *emitter) appendRole(b []byte) []byte {
-	if e.j.api != apiChat || e.roleSent {
-		return b
-	}
-	e.roleSent = true
-	b = append(b, e.head...)
-	return append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-}
-
-// appendTGIToken adds TGI's event for token i; the last one carries the
-// generated text and details.
-func (e *emitter) appendTGIToken(b []byte, i int, last bool) []byte {
-	id := tokens.ID(e.j.textSeed, i)
-	b = append(b, `data:{"index":`...)
-	b = strconv.AppendInt(b, int64(i+1), 10)
-	b = append(b, `,"token":{"id":`...)
-	b = strconv.AppendInt(b, int64(id), 10)
-	b = append(b, `,"text":"`...)
-	b = tokens.AppendToken(b, e.j.textSeed, i)
-	b = append(b, `","logprob":`...)
-	b = strconv.AppendFloat(b, logprob(id), 'f', -1, 32)
-	b = append(b, `,"special":false},"generated_text":`...)
-	if !last {
-		return append(b, `null,"details":null,"top_tokens":null}`+"\n\n"...)
-	}
-	b = appendJSONString(b, tokens.Text(e.j.textSeed, e.j.outTokens))
-	b = append(b, `,"details":{"finish_reason":"`...)
-	b = append(b, tgiFinish(e.j.finish)...)
-	b = append(b, `","generated_tokens":`...)
-	b = strconv.AppendInt(b, int64(e.j.outTokens), 10)
-	b = append(b, `,"seed":`...)
-	if e.j.tgiSeed != nil {
-		b = strconv.AppendInt(b, *e.j.tgiSeed, 10)
-	} else {
-		b = append(b, "null"...)
-	}
-	return append(b, `},"top_tokens":null}`+"\n\n"...)
-}
-
-// logprob is a fixed, plausible log-probability per token id.
-func logprob(id int) float64 { return -float64(1+(id*7919)%1000) / 1000 }
-
-func tgiFinish(reason string) string {
-	if reason == finishStop {
-		return "eos_token"
-	}
-	return reason
-}
-
-// finish ends a stream: on success the finish chunk, usage and [DONE]; on
-// shutdown a clean error event; when the client left, nothing. The truth is
-// stored before the terminating bytes.
-func (e *emitter) finish(why end) {
-	tr := e.tr
-	switch why {
-	case endDone:
-		tr.FinishReason = e.j.finish
-	case endShutdown:
-		tr.FinishReason, tr.Fault = finishAbort, FaultShutdown
-	default:
-		tr.FinishReason = finishAbort
-	}
-	if tr.LastTokenNS == 0 {
-		tr.LastTokenNS = e.s.Since(time.Now())
-	}
-	if why == endShutdown && !e.headers {
-		tr.Status = http.StatusServiceUnavailable // nothing sent yet: a plain 503 follows
-	}
-	e.s.truth.put(*tr)
-	e.s.observeEnd(tr, e.dequeued, e.arrival)
-	b := e.buf[:0]
-	switch why {
-	case endDone:
-		if e.j.api == apiTGI {
-			return // the last token event was final
-		}
-		b = append(b, e.head...)
-		if e.j.api == apiChat {
-			b = append(b, `{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"`...)
-		} else {
-			b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
-		}
-		b = append(b, e.j.finish...)
-		b = append(b, `","stop_reason":null}]}`+"\n\n"...)
-		if e.j.includeUsage {
-			b = append(b, e.head...)
-			b = append(b, `],"usage":`...)
-			b = appendUsage(b, e.j.promptTokens, e.written)
-			b = append(b, "}\n\n"...)
-		}
-		b = append(b, "data: [DONE]\n\n"...)
-	case endShutdown:
-		if !e.headers {
-			writeAPIError(e.w, e.j.api, unavailable("server is shutting down"))
-			return
-		}
-		if e.j.api == apiTGI {
-			b = append(b, `data:{"error":"server is shutting down","error_type":"unavailable"}`+"\n\n"...)
-		} else {
-			b = append(b, `data: {"error":{"message":"server is shutting down","type":"ServiceUnavailableError","param":null,"code":503}}`+"\n\n"...)
-			b = append(b, "data: [DONE]\n\n"...)
-		}
-	default:
-		return
-	}
-	e.buf = b
-	e.flush(b)
-}
-
-func appendUsage(b []byte, prompt, completion int) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(completion), 10)
-	return append(b, '}')
-}
-
-// cut ends the connection mid-stream without a terminating chunk, as a
-// proxy reset does; the truth is stored first.
-func (e *emitter) cut() {
-	e.tr.FinishReason = finishAbort
-	if e.tr.LastTokenNS == 0 {
-		e.tr.LastTokenNS = e.s.Since(time.Now())
-	}
-	e.s.truth.put(*e.tr)
-	panic(http.ErrAbortHandler)
-}
-
-// whole writes a non-streamed response once the last token is due.
-func (e *emitter) whole(ctx context.Context) {
-	var last engine.Token
-	why := endNone
-	for why == endNone {
-		tok, w := e.next(ctx)
-		if w != endNone {
-			why = w
-			break
-		}
-		last = tok
-	}
-	if why == endDone {
-		why = e.sleep(ctx, e.due(last))
-		if why == endNone {
-			why = endDone
-		}
-	}
-	if why != endDone {
-		e.finish(why)
-		return
-	}
-	if e.plan.kind == FaultStreamCut {
-		e.cut()
-	}
-	body := e.wholeBody()
-	now := time.Now()
-	ns := e.s.Since(now)
-	tr := e.tr
-	tr.FirstTokenNS, tr.LastTokenNS, tr.TokenNS = ns, ns, []int64{ns}
-	tr.CompletionTokens = e.j.outTokens
-	tr.FinishReason = e.j.finish
-	e.s.truth.put(*tr)
-	m := e.s.metrics
-	m.ttft.Observe(now.Sub(e.arrival).Seconds())
-	m.genTokens.Add(float64(e.j.outTokens))
-	e.s.observeEnd(tr, e.dequeued, e.arrival)
-	h := e.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	e.w.WriteHeader(http.StatusOK)
-	e.w.Write(body)
-	m.lateness.Observe(max(0, time.Since(e.due(last)).Seconds()))
-}
-
-// wholeBody is the non-streamed response of each API.
-func (e *emitter) wholeBody() []byte {
-	j := e.j
-	text := tokens.Text(j.textSeed, j.outTokens)
-	usage := usageJSON{PromptTokens: j.promptTokens, TotalTokens: j.promptTokens + j.outTokens, CompletionTokens: j.outTokens}
-	var v any
-	switch j.api {
-	case apiChat:
-		v = chatResponse{ID: "chatcmpl-" + e.tr.ID, Object: "chat.completion", Created: e.s.created(), Model: j.model,
-			Choices: []chatChoice{{Message: chatMessageOut{Role: "assistant", Content: text, ToolCalls: []any{}},
-				FinishReason: j.finish}}, Usage: usage}
-	case apiCompletions:
-		v = completionResponse{ID: "cmpl-" + e.tr.ID, Object: "text_completion", Created: e.s.created(), Model: j.model,
-			Choices: []completionChoice{{Text: text, FinishReason: j.finish}}, Usage: usage}
-	default:
-		r := tgiResponse{GeneratedText: text}
-		if j.tgiDetails {
-			d := &tgiDetails{FinishReason: tgiFinish(j.finish), GeneratedTokens: j.outTokens, Seed: j.tgiSeed,
-				Prefill: []tgiToken{}, Tokens: make([]tgiToken, j.outTokens)}
-			var buf []byte
-			for i := range d.Tokens {
-				id := tokens.ID(j.textSeed, i)
-				buf = tokens.AppendToken(buf[:0], j.textSeed, i)
-				d.Tokens[i] = tgiToken{ID: id, Text: string(buf), Logprob: float32(logprob(id))}
-			}
-			r.Details = d
-		}
-		v = r
-	}
-	body, _ := json.Marshal(v) // plain structs always marshal
-	return body
-}
-
-type usageJSON struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-}
-
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   usageJSON    `json:"usage"`
-}
-
-type chatChoice struct {
-	Index        int            `json:"index"`
-	Message      chatMessageOut `json:"message"`
-	Logprobs     *struct{}      `json:"logprobs"`
-	FinishReason string         `json:"finish_reason"`
-	StopReason   *string        `json:"stop_reason"`
-}
-
-type chatMessageOut struct {
-	Role      string `json:"role"`
-	Content   string `json:"content"`
-	ToolCalls []any  `json:"tool_calls"`
-}
-
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   usageJSON          `json:"usage"`
-}
-
-type completionChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
-	StopReason   *string   `json:"stop_reason"`
-}
-
-type tgiResponse struct {
-	GeneratedText string      `json:"generated_text"`
-	Details       *tgiDetails `json:"details,omitempty"`
-}
-
-type tgiDetails struct {
-	FinishReason    string     `json:"finish_reason"`
-	GeneratedTokens int        `json:"generated_tokens"`
-	Seed            *int64     `json:"seed"`
-	Prefill         []tgiToken `json:"prefill"`
-	Tokens          []tgiToken `json:"tokens"`
-}
-
-type tgiToken struct {
-	ID      int     `json:"id"`
-	Text    string  `json:"text"`
-	Logprob float32 `json:"logprob"`
-	Special bool    `json:"special"`
 }

@@ -60,7 +60,9 @@ func TestWaitingQueueFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.MaxNumSeqs, p.MaxNumBatchedTokens, p.MaxWaiting = 1, 8192, 1
+	p.MaxNumSeqs = 1
+	p.MaxNumBatchedTokens = 8192
+	p.MaxWaiting = 1
 	s, err := New(WithProfile(p))
 	if err != nil {
 		t.Fatal(err)

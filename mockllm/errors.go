@@ -1,7 +1,6 @@
 package mockllm
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 )
@@ -21,24 +20,6 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.message }
 
-// openAIErrorBody is vLLM's ErrorResponse: {"error":{message,type,param,code}}.
-type openAIErrorBody struct {
-	Error openAIError `json:"error"`
-}
-
-type openAIError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    any     `json:"code"`
-}
-
-// tgiErrorBody is TGI's error shape.
-type tgiErrorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-}
-
 func badRequest(param, format string) *apiError {
 	e := &apiError{status: http.StatusBadRequest, typ: "BadRequestError", code: http.StatusBadRequest,
 		message: format, tgiType: "validation"}
@@ -49,12 +30,13 @@ func badRequest(param, format string) *apiError {
 }
 
 func notFound(msg string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", code: http.StatusNotFound, message: msg, tgiType: "not_found"}
+	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", code: http.StatusNotFound, message: msg,
+		tgiType: "not_found"}
 }
 
 func unavailable(msg string) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError", code: http.StatusServiceUnavailable,
-		message: msg, tgiType: "unavailable"}
+	return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError",
+		code: http.StatusServiceUnavailable, message: msg, tgiType: "unavailable"}
 }
 
 // overloaded is TGI's answer when max_concurrent_requests is reached; the
@@ -73,9 +55,9 @@ func writeAPIError(w http.ResponseWriter, api string, e *apiError) {
 	h.Set("Content-Type", "application/json")
 	var body []byte
 	if api == apiTGI || e.typ == "overloaded" {
-		body, _ = json.Marshal(tgiErrorBody{Error: e.message, ErrorType: e.tgiType})
+		body = tgiErrorJSON(e)
 	} else {
-		body, _ = json.Marshal(openAIErrorBody{Error: openAIError{Message: e.message, Type: e.typ, Param: e.param, Code: e.code}})
+		body = openAIErrorJSON(e)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(statusFor(api, e))

@@ -27,7 +27,8 @@ func Example() {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 
-	body := fmt.Sprintf(`{"model":"llama-3-8b","messages":[{"role":"user","content":%q}],"max_tokens":5}`, tokens.Prompt(20, 1))
+	prompt := tokens.Prompt(20, 1)
+	body := fmt.Sprintf(`{"model":"llama-3-8b","messages":[{"role":"user","content":%q}],"max_tokens":5}`, prompt)
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("x-request-id", "example-1")
 	resp, err := http.DefaultClient.Do(req)

@@ -16,8 +16,10 @@ import (
 // never a 500 or a panic, and accepted requests respect their limits.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
-		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`,
-		`{"messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}],"max_completion_tokens":2,"min_tokens":1}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,` +
+			`"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}],` +
+			`"max_completion_tokens":2,"min_tokens":1}`,
 		`{"prompt":[1,2,3],"max_tokens":2,"ignore_eos":true}`,
 		`{"prompt":[[5,6]],"n":1,"seed":-4}`,
 		`{"prompt":["x y z"],"max_tokens":1e3}`,
@@ -33,7 +35,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p.TTFT, p.ITL, p.MaxModelLen = 0, time.Nanosecond, 512
+	p.TTFT = 0
+	p.ITL = time.Nanosecond
+	p.MaxModelLen = 512
 	s, err := New(WithProfile(p), WithModel("m"), WithAnswerLength(1, 8), WithTruthCapacity(64))
 	if err != nil {
 		f.Fatal(err)

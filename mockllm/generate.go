@@ -3,7 +3,6 @@ package mockllm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -65,9 +64,12 @@ func rejectReason(e *apiError) string {
 
 // prepare runs every check before generation, in the order a real server
 // meets them: startup, auth, body, validation, concurrency, rate limits,
-// then injected faults. On success the request holds an inflight slot and
-// an active count (the caller releases both).
-func (s *Server) prepare(c *gin.Context, api string, tgiStream bool, arrival time.Time, id string) (job, faultPlan, *apiError) {
+// then draining. An injected 429 comes just before the real limiter and an
+// injected 500 just after it. On success the request holds an inflight
+// slot and an active count (the caller releases both).
+func (s *Server) prepare(
+	c *gin.Context, api string, tgiStream bool, arrival time.Time, id string,
+) (job, faultPlan, *apiError) {
 	var j job
 	if !s.ready(arrival) {
 		return j, faultPlan{}, unavailable("server is starting up")
@@ -95,31 +97,36 @@ func (s *Server) prepare(c *gin.Context, api string, tgiStream bool, arrival tim
 		s.inflight.Add(-1)
 		return j, plan, overloaded()
 	}
-	if plan.kind == FaultRateLimit {
+	if e := plan.rateLimitError(); e != nil {
 		s.inflight.Add(-1)
-		wait := s.cfg.faults.RetryAfter
-		if wait <= 0 {
-			wait = defaultRetryAfter
-		}
-		e := rateLimited("requests", fmt.Sprintf("Rate limit reached for %s on requests per min (RPM): injected fault. Please try again in %s.",
-			orgName, formatReset(wait)), wait)
-		e.fault = FaultRateLimit
 		return j, plan, e
 	}
 	if e := s.limiter.admit(arrival, j.promptTokens+j.maxTokens, c.Writer.Header()); e != nil {
 		s.inflight.Add(-1)
 		return j, plan, e
 	}
-	if plan.kind == FaultServerError {
+	if e := plan.serverError(); e != nil {
 		s.inflight.Add(-1)
-		return j, plan, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", code: http.StatusInternalServerError,
-			message: "Internal server error (injected fault)", tgiType: "generation", fault: FaultServerError}
+		return j, plan, e
 	}
 	if !s.admit() {
 		s.inflight.Add(-1)
 		return j, plan, unavailable("server is shutting down")
 	}
 	return j, plan, nil
+}
+
+// emitDeps is what the emitter of request id needs of the server.
+func (s *Server) emitDeps(j *job, plan faultPlan, id string) emitDeps {
+	return emitDeps{
+		enc:      newEncoder(j, id, s.created),
+		plan:     plan,
+		pace:     newPacer(s.waker, &s.streams, s.metrics.lateness),
+		metrics:  s.metrics,
+		truth:    s.truth,
+		clock:    s.clock,
+		shutdown: s.abortCtx,
+	}
 }
 
 // run starts the request on the scheduler and writes the response.
@@ -154,25 +161,11 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	s.metrics.promptTokens.Add(float64(j.promptTokens))
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
-	em := newEmitter(s, c.Writer, j, plan, st, &tr, arrival)
+	em := newEmitter(s.emitDeps(j, plan, id), c.Writer, j, st, &tr, arrival)
 	defer em.stop()
 	if j.stream {
 		em.stream(ctx)
 	} else {
 		em.whole(ctx)
-	}
-}
-
-// observeEnd records the request-level histograms of a finished request.
-func (s *Server) observeEnd(tr *Truth, dequeued time.Time, arrival time.Time) {
-	s.metrics.success.WithLabelValues(tr.FinishReason).Inc()
-	sec := func(ns int64) float64 { return float64(ns) / 1e9 }
-	s.metrics.e2e.Observe(sec(tr.LastTokenNS - tr.ArrivalNS))
-	if !dequeued.IsZero() {
-		s.metrics.queue.Observe(dequeued.Sub(arrival).Seconds())
-	}
-	if tr.FirstTokenNS > 0 {
-		s.metrics.prefill.Observe(sec(tr.FirstTokenNS - tr.DequeuedNS))
-		s.metrics.decode.Observe(sec(tr.LastTokenNS - tr.FirstTokenNS))
 	}
 }

@@ -28,10 +28,12 @@ func goldenServer(t *testing.T, opts ...Option) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.TTFT, p.ITL, p.MaxModelLen = 100*time.Millisecond, 20*time.Millisecond, 4096
+	p.TTFT = 100 * time.Millisecond
+	p.ITL = 20 * time.Millisecond
+	p.MaxModelLen = 4096
 	wall := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	base := []Option{WithPreciseTimers(false), WithProfile(p), WithModel("llama-3-8b"), WithSeed(7), WithAnswerLength(3, 3),
-		WithWallClock(func() time.Time { return wall })}
+	base := []Option{WithPreciseTimers(false), WithProfile(p), WithModel("llama-3-8b"), WithSeed(7),
+		WithAnswerLength(3, 3), WithWallClock(func() time.Time { return wall })}
 	s, err := New(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -51,19 +53,23 @@ func TestGoldenStreams(t *testing.T) {
 	}{
 		// vLLM chat stream: role chunk, one chunk per token, finish "length", usage chunk, [DONE].
 		{name: "chat_stream_usage", path: "/v1/chat/completions",
-			body: `{"model":"llama-3-8b","messages":[{"role":"user","content":"Say hello"}],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`},
+			body: `{"model":"llama-3-8b","messages":[{"role":"user","content":"Say hello"}],"max_tokens":2,"stream":true,` +
+				`"stream_options":{"include_usage":true}}`},
 		// The answer ends on its own (3 tokens, the EOS model) before max_tokens: finish "stop", no usage chunk.
 		{name: "chat_stream_stop", path: "/v1/chat/completions",
-			body: `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Say hello"}]}],"max_completion_tokens":10,"stream":true}`},
+			body: `{"messages":[{"role":"system","content":"Be brief."},` +
+				`{"role":"user","content":[{"type":"text","text":"Say hello"}]}],"max_completion_tokens":10,"stream":true}`},
 		// ignore_eos generates to max_tokens despite the 3-token answer.
 		{name: "chat_stream_ignore_eos", path: "/v1/chat/completions",
 			body: `{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":5,"ignore_eos":true,"stream":true}`},
 		// Two tokens per SSE event (the tokens_per_event fault).
-		{name: "chat_stream_two_per_event", path: "/v1/chat/completions", opts: []Option{WithFaults(FaultConfig{TokensPerEvent: 2})},
+		{name: "chat_stream_two_per_event", path: "/v1/chat/completions",
+			opts: []Option{WithFaults(FaultConfig{TokensPerEvent: 2})},
 			body: `{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":5,"stream":true}`},
 		// Legacy completions stream from a token-id prompt: no role chunk.
 		{name: "completions_stream_ids", path: "/v1/completions",
-			body: `{"model":"llama-3-8b","prompt":[101,2023,2003],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`},
+			body: `{"model":"llama-3-8b","prompt":[101,2023,2003],"max_tokens":3,"stream":true,` +
+				`"stream_options":{"include_usage":true}}`},
 		// TGI stream: data:{...} without a space, the last event carries generated_text and details.
 		{name: "tgi_generate_stream", path: "/generate_stream",
 			body: `{"inputs":"Say hello","parameters":{"max_new_tokens":3,"seed":42}}`},
@@ -85,8 +91,9 @@ func TestGoldenStreams(t *testing.T) {
 		{name: "error_tgi_validation", path: "/generate",
 			body: `{"inputs":"x","parameters":{"max_new_tokens":0}}`},
 		// A forced 429 with OpenAI's headers.
-		{name: "error_forced_rate_limit", path: "/v1/chat/completions", header: map[string]string{"X-Testbed-Fault": "rate_limit"},
-			body: `{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":2}`},
+		{name: "error_forced_rate_limit", path: "/v1/chat/completions",
+			header: map[string]string{"X-Testbed-Fault": "rate_limit"},
+			body:   `{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":2}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

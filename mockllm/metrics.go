@@ -1,6 +1,8 @@
 package mockllm
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -80,9 +82,12 @@ func newMetrics(s *Server) *metrics {
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
-	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
-	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
+	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+		requestLatencyBuckets)
+	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+		requestLatencyBuckets)
+	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+		requestLatencyBuckets)
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "testbed_mock_emission_lateness_seconds",
 		Help:    "Time from a token chunk's scheduled due time to the start of its write to the connection.",
 		Buckets: latenessBuckets})
@@ -99,4 +104,18 @@ func newMetrics(s *Server) *metrics {
 		func() float64 { return float64(s.truth.evictions()) }))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeEnd records the request-level histograms of a finished request.
+func (m *metrics) observeEnd(tr *Truth, dequeued time.Time, arrival time.Time) {
+	m.success.WithLabelValues(tr.FinishReason).Inc()
+	sec := func(ns int64) float64 { return float64(ns) / 1e9 }
+	m.e2e.Observe(sec(tr.LastTokenNS - tr.ArrivalNS))
+	if !dequeued.IsZero() {
+		m.queue.Observe(dequeued.Sub(arrival).Seconds())
+	}
+	if tr.FirstTokenNS > 0 {
+		m.prefill.Observe(sec(tr.FirstTokenNS - tr.DequeuedNS))
+		m.decode.Observe(sec(tr.LastTokenNS - tr.FirstTokenNS))
+	}
 }

@@ -24,7 +24,8 @@ func officialClient(t *testing.T, opts ...Option) (openai.Client, *Server) {
 		t.Fatal(err)
 	}
 	p.TTFT, p.ITL = 5*time.Millisecond, time.Millisecond
-	s, err := New(append([]Option{WithProfile(p), WithModel("llama-3-8b"), WithSeed(3), WithAPIKey("sk-test")}, opts...)...)
+	base := []Option{WithProfile(p), WithModel("llama-3-8b"), WithSeed(3), WithAPIKey("sk-test")}
+	s, err := New(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,8 @@ func TestOpenAIClientStreamsWithUsage(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 	u := acc.Usage
-	if u.PromptTokens != promptLen+tokens.ChatTemplateOverhead || u.CompletionTokens != maxTokens || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+	if u.PromptTokens != promptLen+tokens.ChatTemplateOverhead || u.CompletionTokens != maxTokens ||
+		u.TotalTokens != u.PromptTokens+u.CompletionTokens {
 		t.Errorf("usage %+v, want prompt %d, completion %d", u, promptLen+tokens.ChatTemplateOverhead, maxTokens)
 	}
 	if contentChunks != maxTokens {

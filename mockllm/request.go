@@ -196,10 +196,12 @@ func decodeTGI(body []byte, lim limitsForDecode) (job, *apiError) {
 	j := job{api: apiTGI, model: lim.model, promptTokens: tokens.Count(*r.Inputs),
 		tgiDetails: r.Parameters.Details, tgiSeed: r.Parameters.Seed}
 	if mt := r.Parameters.MaxNewTokens; mt != nil && *mt <= 0 {
-		return job{}, badRequest("max_new_tokens", fmt.Sprintf("Input validation error: `max_new_tokens` must be strictly positive, got %d", *mt))
+		return job{}, badRequest("max_new_tokens", fmt.Sprintf(
+			"Input validation error: `max_new_tokens` must be strictly positive, got %d", *mt))
 	}
 	if mt, ml := r.Parameters.MaxNewTokens, lim.maxModelLen; mt != nil && ml > 0 && j.promptTokens+*mt > ml {
-		return job{}, badRequest("max_new_tokens", fmt.Sprintf("Input validation error: `inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`",
+		return job{}, badRequest("max_new_tokens", fmt.Sprintf("Input validation error: "+
+			"`inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`",
 			ml, j.promptTokens, *mt))
 	}
 	// TGI generates until EOS or max_new_tokens, like ignore_eos=false.
@@ -263,7 +265,9 @@ func commonChecks(j *job, so *streamOptions, n *int, _ string) *apiError {
 // ignore_eos, L is ignored; min_tokens raises L; the request ends with
 // "stop" after L tokens when L ≤ max_tokens, else with "length" after
 // max_tokens.
-func resolve(j *job, lim limitsForDecode, maxTok *int, defaultMax, minTok int, ignoreEOS bool, reqSeed *int64, fingerprint uint64) *apiError {
+func resolve(
+	j *job, lim limitsForDecode, maxTok *int, defaultMax, minTok int, ignoreEOS bool, reqSeed *int64, fingerprint uint64,
+) *apiError {
 	if maxTok != nil && *maxTok <= 0 {
 		return badRequest("max_tokens", fmt.Sprintf("max_tokens must be at least 1, got %d.", *maxTok))
 	}
@@ -276,12 +280,16 @@ func resolve(j *job, lim limitsForDecode, maxTok *int, defaultMax, minTok int, i
 	}
 	ml := lim.maxModelLen
 	if ml > 0 && j.promptTokens >= ml {
-		return badRequest(what, fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input %s.", ml, j.promptTokens, what))
+		return badRequest(what, fmt.Sprintf("This model's maximum context length is %d tokens. "+
+			"However, your request has %d input tokens. Please reduce the length of the input %s.",
+			ml, j.promptTokens, what))
 	}
 	if maxTok != nil {
 		j.maxTokens = *maxTok
 		if ml > 0 && j.promptTokens+j.maxTokens > ml {
-			return badRequest(what, fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			return badRequest(what, fmt.Sprintf("This model's maximum context length is %d tokens. "+
+				"However, you requested %d tokens (%d in the %s, %d in the completion). "+
+				"Please reduce the length of the %s or completion.",
 				ml, j.promptTokens+j.maxTokens, j.promptTokens, what, j.maxTokens, what))
 		}
 	} else {
@@ -298,7 +306,8 @@ func resolve(j *job, lim limitsForDecode, maxTok *int, defaultMax, minTok int, i
 		}
 	}
 	if minTok > j.maxTokens {
-		return badRequest("min_tokens", fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", j.maxTokens, minTok))
+		return badRequest("min_tokens", fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.",
+			j.maxTokens, minTok))
 	}
 	var rs uint64
 	if reqSeed != nil {
@@ -338,7 +347,8 @@ func countContent(raw json.RawMessage, h *fingerprint, i int) (int, *apiError) {
 	case '[':
 		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return 0, badRequest("messages", fmt.Sprintf("messages[%d].content: expected a string or an array of parts: %v", i, err))
+			return 0, badRequest("messages", fmt.Sprintf(
+				"messages[%d].content: expected a string or an array of parts: %v", i, err))
 		}
 		n := 0
 		for _, p := range parts {

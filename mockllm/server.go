@@ -35,7 +35,7 @@ type Server struct {
 	profile engine.Profile
 	sched   engine.Scheduler
 	router  *gin.Engine
-	start   time.Time // monotonic origin of Truth times
+	clock   truthClock
 	readyAt time.Time
 	lim     limitsForDecode
 	limiter *limiter
@@ -83,15 +83,16 @@ func New(opts ...Option) (*Server, error) {
 		}
 		s.sched = sched
 	}
-	s.start = time.Now()
+	start := time.Now()
+	s.clock = truthClock{start: start}
 	delay := cfg.profile.StartupDelay
 	if cfg.startupDelay != nil {
 		delay = *cfg.startupDelay
 	}
-	s.readyAt = s.start.Add(delay)
+	s.readyAt = start.Add(delay)
 	s.lim = limitsForDecode{model: cfg.model, maxModelLen: cfg.profile.MaxModelLen, seed: cfg.seed,
 		answerMin: cfg.answerMin, answerMax: cfg.answerMax}
-	s.limiter = newLimiter(cfg.limits, s.start)
+	s.limiter = newLimiter(cfg.limits, start)
 	s.truth = newTruthStore(cfg.truthCap)
 	s.created = func() int64 { return cfg.wallClock().Unix() }
 	s.metrics = newMetrics(s)
@@ -128,7 +129,8 @@ func validateConfig(c *config) error {
 		{c.limits.RPM < 0, fmt.Sprintf("limits: rpm must be >= 0, got %d", c.limits.RPM)},
 		{c.limits.TPM < 0, fmt.Sprintf("limits: tpm must be >= 0, got %d", c.limits.TPM)},
 		{c.limits.MaxConcurrency < 0, fmt.Sprintf("limits: max_concurrency must be >= 0, got %d", c.limits.MaxConcurrency)},
-		{c.answerMin < 1 || c.answerMax < c.answerMin, fmt.Sprintf("answer length: want 1 <= min <= max, got %d..%d", c.answerMin, c.answerMax)},
+		{c.answerMin < 1 || c.answerMax < c.answerMin,
+			fmt.Sprintf("answer length: want 1 <= min <= max, got %d..%d", c.answerMin, c.answerMax)},
 		{c.truthCap < 1, fmt.Sprintf("truth capacity must be >= 1, got %d", c.truthCap)},
 		{c.maxBody < 1, fmt.Sprintf("max body bytes must be >= 1, got %d", c.maxBody)},
 		{c.startupDelay != nil && *c.startupDelay < 0, "startup delay must be >= 0"},
@@ -152,7 +154,7 @@ func (s *Server) Truth(id string) (Truth, bool) { return s.truth.get(id) }
 func (s *Server) Truths() ([]Truth, uint64) { return s.truth.all() }
 
 // Since converts a time to the Truth time base (ns since New).
-func (s *Server) Since(t time.Time) int64 { return int64(t.Sub(s.start)) }
+func (s *Server) Since(t time.Time) int64 { return s.clock.ns(t) }
 
 // Gatherer is the server's Prometheus registry (what /metrics serves), for
 // in-process readers such as benchmarks.
@@ -238,7 +240,8 @@ func (s *Server) routes() *gin.Engine {
 	})
 	r.NoMethod(func(c *gin.Context) {
 		writeAPIError(c.Writer, apiChat, &apiError{status: http.StatusMethodNotAllowed, typ: "MethodNotAllowedError",
-			code: http.StatusMethodNotAllowed, message: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)})
+			code:    http.StatusMethodNotAllowed,
+			message: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)})
 	})
 	return r
 }
@@ -365,7 +368,8 @@ func (s *Server) info(c *gin.Context) {
 func (s *Server) getTruth(c *gin.Context) {
 	t, ok := s.truth.get(c.Param("id"))
 	if !ok {
-		writeAPIError(c.Writer, apiChat, notFound(fmt.Sprintf("no ground truth for request %q (unknown, unfinished or evicted)", c.Param("id"))))
+		msg := fmt.Sprintf("no ground truth for request %q (unknown, unfinished or evicted)", c.Param("id"))
+		writeAPIError(c.Writer, apiChat, notFound(msg))
 		return
 	}
 	writeJSON(c.Writer, http.StatusOK, t)
@@ -409,7 +413,8 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: "RequestEntityTooLargeError",
-				code: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), tgiType: "validation"}
+				code:    http.StatusRequestEntityTooLarge,
+				message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), tgiType: "validation"}
 		}
 		return nil, badRequest("", fmt.Sprintf("reading request body: %v", err))
 	}

@@ -23,7 +23,9 @@ func fastServer(t testing.TB, opts ...Option) (*Server, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.TTFT, p.ITL, p.MaxModelLen = 2*time.Millisecond, time.Millisecond, 256
+	p.TTFT = 2 * time.Millisecond
+	p.ITL = time.Millisecond
+	p.MaxModelLen = 256
 	s, err := New(append([]Option{WithProfile(p), WithModel("m"), WithSeed(5)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -67,26 +69,36 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed JSON", "/v1/chat/completions", `{"messages":`, auth, 400, "", "malformed JSON"},
 		{"trailing garbage", "/v1/completions", `{"prompt":"a"} {}`, auth, 400, "", "malformed JSON"},
-		{"wrong type max_tokens", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}`, auth, 400, "max_tokens", "max_tokens"},
+		{"wrong type max_tokens", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}`,
+			auth, 400, "max_tokens", "max_tokens"},
 		{"wrong type messages", "/v1/chat/completions", `{"messages":"hi"}`, auth, 400, "messages", "messages"},
-		{"content of wrong type", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, auth, 400, "messages", "content"},
+		{"content of wrong type", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`,
+			auth, 400, "messages", "content"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, auth, 400, "messages", "at least one"},
 		{"missing role", "/v1/chat/completions", `{"messages":[{"content":"a"}]}`, auth, 400, "messages", "role"},
-		{"unknown model", "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"a"}]}`, auth, 404, "", "does not exist"},
-		{"prompt too long", "/v1/completions", `{"prompt":"` + tokens.Prompt(300, 1) + `"}`, auth, 413, "", "exceeds 1024 bytes"},
-		{"context too long", "/v1/completions", `{"prompt":"a b c","max_tokens":254}`, auth, 400, "prompt", "maximum context length is 256"},
+		{"unknown model", "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"a"}]}`,
+			auth, 404, "", "does not exist"},
+		{"prompt too long", "/v1/completions", `{"prompt":"` + tokens.Prompt(300, 1) + `"}`,
+			auth, 413, "", "exceeds 1024 bytes"},
+		{"context too long", "/v1/completions", `{"prompt":"a b c","max_tokens":254}`,
+			auth, 400, "prompt", "maximum context length is 256"},
 		{"max_tokens zero", "/v1/completions", `{"prompt":"a","max_tokens":0}`, auth, 400, "max_tokens", "at least 1"},
-		{"max_tokens negative", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_completion_tokens":-3}`, auth, 400, "max_tokens", "at least 1"},
+		{"max_tokens negative", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"a"}],"max_completion_tokens":-3}`, auth, 400, "max_tokens", "at least 1"},
 		{"n > 1", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"n":2}`, auth, 400, "n", "n=1"},
-		{"min_tokens above max", "/v1/completions", `{"prompt":"a","max_tokens":2,"min_tokens":3}`, auth, 400, "min_tokens", "min_tokens"},
-		{"stream_options without stream", "/v1/completions", `{"prompt":"a","stream_options":{"include_usage":true}}`, auth, 400, "stream_options", "stream=True"},
+		{"min_tokens above max", "/v1/completions", `{"prompt":"a","max_tokens":2,"min_tokens":3}`,
+			auth, 400, "min_tokens", "min_tokens"},
+		{"stream_options without stream", "/v1/completions", `{"prompt":"a","stream_options":{"include_usage":true}}`,
+			auth, 400, "stream_options", "stream=True"},
 		{"batched prompts", "/v1/completions", `{"prompt":["a","b"]}`, auth, 400, "prompt", "batched"},
 		{"empty token list", "/v1/completions", `{"prompt":[]}`, auth, 400, "prompt", "empty"},
 		{"negative token id", "/v1/completions", `{"prompt":[1,-2]}`, auth, 400, "prompt", "token id"},
 		{"missing prompt", "/v1/completions", `{}`, auth, 400, "prompt", "required"},
 		{"no API key", "/v1/completions", `{"prompt":"a"}`, nil, 401, "", "Unauthorized"},
-		{"wrong API key", "/v1/completions", `{"prompt":"a"}`, []string{"Authorization", "Bearer nope"}, 401, "", "Unauthorized"},
-		{"unknown fault", "/v1/completions", `{"prompt":"a"}`, append([]string{"X-Testbed-Fault", "meteor"}, auth...), 400, "X-Testbed-Fault", "unknown fault"},
+		{"wrong API key", "/v1/completions", `{"prompt":"a"}`,
+			[]string{"Authorization", "Bearer nope"}, 401, "", "Unauthorized"},
+		{"unknown fault", "/v1/completions", `{"prompt":"a"}`,
+			append([]string{"X-Testbed-Fault", "meteor"}, auth...), 400, "X-Testbed-Fault", "unknown fault"},
 		{"unknown route", "/v1/embeddings", `{}`, auth, 404, "", "no route"},
 	}
 	for _, tc := range tests {
@@ -139,7 +151,8 @@ func TestTGIErrorsAndInfo(t *testing.T) {
 	}
 	resp, body := do(t, ts, http.MethodGet, "/info", "")
 	var info map[string]any
-	if resp.StatusCode != 200 || json.Unmarshal(body, &info) != nil || info["model_id"] != "m" || info["max_concurrent_requests"] != 7.0 {
+	if resp.StatusCode != 200 || json.Unmarshal(body, &info) != nil ||
+		info["model_id"] != "m" || info["max_concurrent_requests"] != 7.0 {
 		t.Errorf("/info: %d %s", resp.StatusCode, body)
 	}
 }
@@ -167,11 +180,15 @@ func TestLengthsAndEOS(t *testing.T) {
 	}{
 		{"answer shorter than max_tokens stops", "/v1/completions", `{"prompt":"a","max_tokens":10}`, 6, "stop"},
 		{"max_tokens cuts the answer", "/v1/completions", `{"prompt":"a","max_tokens":4}`, 4, "length"},
-		{"ignore_eos runs to max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":10,"ignore_eos":true}`, 10, "length"},
+		{"ignore_eos runs to max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":10,"ignore_eos":true}`,
+			10, "length"},
 		{"min_tokens delays EOS", "/v1/completions", `{"prompt":"a","max_tokens":10,"min_tokens":8}`, 8, "stop"},
 		{"completions default max_tokens is 16", "/v1/completions", `{"prompt":"a","ignore_eos":true}`, 16, "length"},
-		{"chat default max is the rest of the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"ignore_eos":true}`, 256 - 1 - tokens.ChatTemplateOverhead, "length"},
-		{"max_completion_tokens wins over max_tokens", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":2,"max_completion_tokens":3,"ignore_eos":true}`, 3, "length"},
+		{"chat default max is the rest of the context", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"a"}],"ignore_eos":true}`, 256 - 1 - tokens.ChatTemplateOverhead, "length"},
+		{"max_completion_tokens wins over max_tokens", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"a"}],"max_tokens":2,"max_completion_tokens":3,"ignore_eos":true}`,
+			3, "length"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +205,8 @@ func TestLengthsAndEOS(t *testing.T) {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
 			if r.Usage.CompletionTokens != tc.wantTokens || r.Choices[0].FinishReason != tc.wantFinish {
-				t.Errorf("got %d tokens, finish %q; want %d, %q", r.Usage.CompletionTokens, r.Choices[0].FinishReason, tc.wantTokens, tc.wantFinish)
+				t.Errorf("got %d tokens, finish %q; want %d, %q",
+					r.Usage.CompletionTokens, r.Choices[0].FinishReason, tc.wantTokens, tc.wantFinish)
 			}
 			if tc.path == "/v1/completions" && tokens.Count(r.Choices[0].Text) != tc.wantTokens {
 				t.Errorf("text has %d tokens, usage says %d", tokens.Count(r.Choices[0].Text), tc.wantTokens)
@@ -222,7 +240,8 @@ func TestRequestIDAndTruthEndpoints(t *testing.T) {
 	t.Parallel()
 	s, ts := fastServer(t, WithTruthCapacity(2))
 	for _, id := range []string{"a", "b", "c"} {
-		resp, _ := do(t, ts, http.MethodPost, "/v1/completions", `{"prompt":"x y","max_tokens":3,"stream":true}`, "x-request-id", id)
+		resp, _ := do(t, ts, http.MethodPost, "/v1/completions", `{"prompt":"x y","max_tokens":3,"stream":true}`,
+			"x-request-id", id)
 		if got := resp.Header.Get("x-request-id"); got != id {
 			t.Errorf("x-request-id %q, want the client's %q", got, id)
 		}
@@ -280,9 +299,11 @@ func TestRateLimits(t *testing.T) {
 		header    string
 	}{
 		// RPM 3: three pass, the fourth waits 20 s for one request to refill.
-		{"requests", LimitConfig{RPM: 3}, `{"prompt":"a","max_tokens":1}`, 3, "requests", "2", "x-ratelimit-remaining-requests"},
+		{"requests", LimitConfig{RPM: 3}, `{"prompt":"a","max_tokens":1}`,
+			3, "requests", "2", "x-ratelimit-remaining-requests"},
 		// TPM 100, each request costs 1 prompt + 40 max_tokens = 41: two pass.
-		{"tokens", LimitConfig{TPM: 100}, `{"prompt":"a","max_tokens":40}`, 2, "tokens", "59", "x-ratelimit-remaining-tokens"},
+		{"tokens", LimitConfig{TPM: 100}, `{"prompt":"a","max_tokens":40}`,
+			2, "tokens", "59", "x-ratelimit-remaining-tokens"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +324,8 @@ func TestRateLimits(t *testing.T) {
 					Type, Code, Message string
 				}
 			}
-			if resp.StatusCode != 429 || json.Unmarshal(body, &e) != nil || e.Error.Type != tc.kind || e.Error.Code != "rate_limit_exceeded" {
+			if resp.StatusCode != 429 || json.Unmarshal(body, &e) != nil ||
+				e.Error.Type != tc.kind || e.Error.Code != "rate_limit_exceeded" {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
 			ra, err := time.ParseDuration(resp.Header.Get("retry-after") + "s")
@@ -375,39 +397,46 @@ func TestFaults(t *testing.T) {
 		header string
 		check  func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth)
 	}{
-		{"server error before first byte", FaultConfig{}, FaultServerError, func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
-			if resp.StatusCode != 500 || tr.Fault != FaultServerError || tr.Status != 500 {
-				t.Errorf("status %d, truth %+v", resp.StatusCode, tr)
-			}
-		}},
-		{"stream cut after 3 tokens", FaultConfig{StreamCutAfter: 3}, FaultStreamCut, func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
-			// role chunk + 3 tokens, then the connection ends without finish or [DONE].
-			if len(data) != 4 || strings.Contains(strings.Join(data, ""), "[DONE]") || tr.CompletionTokens != 3 || tr.Fault != FaultStreamCut {
-				t.Errorf("data %q, truth %+v", data, tr)
-			}
-		}},
-		{"stall delays later tokens", FaultConfig{StallDuration: 30 * time.Millisecond}, FaultStall, func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
-			// Timers never fire early, so the token at the stall is written no
-			// sooner than TTFT + k·ITL + stall after arrival.
-			plan, _ := s.planFaults("f", FaultStall, 10)
-			k := plan.stallAt
-			earliest := int64(2*time.Millisecond + time.Duration(k)*time.Millisecond + 30*time.Millisecond)
-			if tr.Fault != FaultStall || len(tr.TokenNS) != 10 || tr.TokenNS[k]-tr.ArrivalNS < earliest || data[len(data)-1] != "[DONE]" {
-				t.Errorf("stall at %d: token written %v after arrival, want >= %v; truth %+v", k,
-					time.Duration(tr.TokenNS[k]-tr.ArrivalNS), time.Duration(earliest), tr)
-			}
-		}},
-		{"pacing groups tokens on a tick", FaultConfig{PacingInterval: 5 * time.Millisecond}, "", func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
-			// 10 tokens 1 ms apart on 5 ms ticks: the first alone, then 5, then 4.
-			if len(tr.TokenNS) != 3 || tr.CompletionTokens != 10 {
-				t.Errorf("%d token chunks for %d tokens, want 3 for 10", len(tr.TokenNS), tr.CompletionTokens)
-			}
-		}},
-		{"early first byte", FaultConfig{EarlyFirstByte: true}, "", func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
-			if !strings.Contains(data[0], `"role":"assistant"`) || tr.CompletionTokens != 10 {
-				t.Errorf("first event %q", data[0])
-			}
-		}},
+		{"server error before first byte", FaultConfig{}, FaultServerError,
+			func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
+				if resp.StatusCode != 500 || tr.Fault != FaultServerError || tr.Status != 500 {
+					t.Errorf("status %d, truth %+v", resp.StatusCode, tr)
+				}
+			}},
+		{"stream cut after 3 tokens", FaultConfig{StreamCutAfter: 3}, FaultStreamCut,
+			func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
+				// role chunk + 3 tokens, then the connection ends without finish or [DONE].
+				if len(data) != 4 || strings.Contains(strings.Join(data, ""), "[DONE]") ||
+					tr.CompletionTokens != 3 || tr.Fault != FaultStreamCut {
+					t.Errorf("data %q, truth %+v", data, tr)
+				}
+			}},
+		{"stall delays later tokens", FaultConfig{StallDuration: 30 * time.Millisecond}, FaultStall,
+			func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
+				// Timers never fire early, so the token at the stall is written no
+				// sooner than TTFT + k·ITL + stall after arrival.
+				plan, _ := s.planFaults("f", FaultStall, 10)
+				k := plan.stallAt
+				earliest := int64(2*time.Millisecond + time.Duration(k)*time.Millisecond + 30*time.Millisecond)
+				if tr.Fault != FaultStall || len(tr.TokenNS) != 10 ||
+					tr.TokenNS[k]-tr.ArrivalNS < earliest || data[len(data)-1] != "[DONE]" {
+					t.Errorf("stall at %d: token written %v after arrival, want >= %v; truth %+v", k,
+						time.Duration(tr.TokenNS[k]-tr.ArrivalNS), time.Duration(earliest), tr)
+				}
+			}},
+		{"pacing groups tokens on a tick", FaultConfig{PacingInterval: 5 * time.Millisecond}, "",
+			func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
+				// 10 tokens 1 ms apart on 5 ms ticks: the first alone, then 5, then 4.
+				if len(tr.TokenNS) != 3 || tr.CompletionTokens != 10 {
+					t.Errorf("%d token chunks for %d tokens, want 3 for 10", len(tr.TokenNS), tr.CompletionTokens)
+				}
+			}},
+		{"early first byte", FaultConfig{EarlyFirstByte: true}, "",
+			func(t *testing.T, s *Server, resp *http.Response, data []string, tr Truth) {
+				if !strings.Contains(data[0], `"role":"assistant"`) || tr.CompletionTokens != 10 {
+					t.Errorf("first event %q", data[0])
+				}
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -465,7 +494,8 @@ func TestDrainEndsStreamsCleanly(t *testing.T) {
 	}
 	ts := httptest.NewServer(s)
 	defer ts.Close()
-	resp, err := http.Post(ts.URL+"/generate_stream", "application/json", strings.NewReader(`{"inputs":"a","parameters":{"max_new_tokens":1000}}`))
+	body := `{"inputs":"a","parameters":{"max_new_tokens":1000}}`
+	resp, err := http.Post(ts.URL+"/generate_stream", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,9 +80,9 @@ func (l *limiter) admit(now time.Time, cost int, h http.Header) *apiError {
 		l.tok.refill(now)
 		if float64(cost) > l.tok.limit {
 			l.headers(h)
-			e := rateLimited("tokens", fmt.Sprintf("Request too large for %s on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
-				orgName, l.tpm, cost), 0)
-			return e
+			msg := fmt.Sprintf("Request too large for %s on tokens per min (TPM): Limit %d, Requested %d. "+
+				"The input or output tokens must be reduced in order to run successfully.", orgName, l.tpm, cost)
+			return rateLimited("tokens", msg, 0)
 		}
 		if w := l.tok.wait(float64(cost)); w > wait {
 			kind, wait = "tokens", w
@@ -92,11 +92,11 @@ func (l *limiter) admit(now time.Time, cost int, h http.Header) *apiError {
 		l.headers(h)
 		var msg string
 		if kind == "requests" {
-			msg = fmt.Sprintf("Rate limit reached for %s on requests per min (RPM): Limit %d, Used %d, Requested 1. Please try again in %s.",
-				orgName, l.rpm, l.rpm-int(l.req.level), formatReset(wait))
+			msg = fmt.Sprintf("Rate limit reached for %s on requests per min (RPM): Limit %d, Used %d, Requested 1. "+
+				"Please try again in %s.", orgName, l.rpm, l.rpm-int(l.req.level), formatReset(wait))
 		} else {
-			msg = fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-				orgName, l.tpm, l.tpm-int(l.tok.level), cost, formatReset(wait))
+			msg = fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Used %d, Requested %d. "+
+				"Please try again in %s.", orgName, l.tpm, l.tpm-int(l.tok.level), cost, formatReset(wait))
 		}
 		e := rateLimited(kind, msg, wait)
 		for k, v := range h {

@@ -2,6 +2,7 @@ package mockllm
 
 import (
 	"sync"
+	"time"
 )
 
 // Truth is the server's own record of one request: what it received, what
@@ -22,10 +23,16 @@ type Truth struct {
 	CompletionTokens int     `json:"completion_tokens"` // tokens actually written
 	ArrivalNS        int64   `json:"arrival_ns"`        // request received
 	DequeuedNS       int64   `json:"dequeued_ns"`       // left the waiting queue
-	FirstTokenNS     int64   `json:"first_token_ns"`    // first token-carrying chunk handed to the connection (write start)
+	FirstTokenNS     int64   `json:"first_token_ns"`    // write start of the first token-carrying chunk
 	LastTokenNS      int64   `json:"last_token_ns"`
 	TokenNS          []int64 `json:"token_ns"` // write time of every token-carrying chunk (one for a non-streamed body)
 }
+
+// truthClock is the time base of Truth: nanoseconds since the server's
+// New, on the monotonic clock, so wall-clock steps never bend a record.
+type truthClock struct{ start time.Time }
+
+func (c truthClock) ns(t time.Time) int64 { return int64(t.Sub(c.start)) }
 
 // truthStore keeps the latest cap truths in a ring, evicting the oldest.
 type truthStore struct {
