@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/llm-testbed/testbed/harness"
 )
@@ -16,62 +14,6 @@ func init() {
 }
 
 // intList is a flag like "1,5,10".
-type intList []int
-
-func (l *intList) String() string {
-	s := make([]string, len(*l))
-	for i, v := range *l {
-		s[i] = strconv.Itoa(v)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *intList) Set(v string) error {
-	*l = nil
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("%q is not a positive integer", f)
-		}
-		*l = append(*l, n)
-	}
-	return nil
-}
-
-// floatList is a flag like "10,20.5".
-type floatList []float64
-
-func (l *floatList) String() string {
-	s := make([]string, len(*l))
-	for i, v := range *l {
-		s[i] = strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *floatList) Set(v string) error {
-	*l = nil
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || !(n > 0) {
-			return fmt.Errorf("%q is not a positive number", f)
-		}
-		*l = append(*l, n)
-	}
-	return nil
-}
-
-// durationFlag is a harness.Duration as a flag.
-type durationFlag struct{ d *harness.Duration }
-
-func (f durationFlag) String() string {
-	if f.d == nil {
-		return ""
-	}
-	return f.d.D().String()
-}
-func (f durationFlag) Set(v string) error { return f.d.UnmarshalText([]byte(v)) }
-
 // benchPlan turns bench's flags into a plan.
 func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)

@@ -14,24 +14,6 @@ func init() {
 	register(command{name: "netem", summary: "TCP proxy adding latency, jitter, bandwidth limits, stalls and resets (user space)", run: runNetem})
 }
 
-// rateFlag parses a tc-style rate ("10mbit") into bytes per second.
-type rateFlag struct{ v *float64 }
-
-func (f rateFlag) String() string {
-	if f.v == nil || *f.v == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%gbit", *f.v*8)
-}
-func (f rateFlag) Set(s string) error {
-	v, err := netem.ParseRate(s)
-	if err != nil {
-		return err
-	}
-	*f.v = v
-	return nil
-}
-
 func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("netem", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -18,12 +18,6 @@ func init() {
 	register(command{name: "sample", summary: "sample GPUs (NVML) and /metrics endpoints (DCGM, vLLM, TGI) into a JSONL timeline", run: runSample})
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
 	fs.SetOutput(stderr)

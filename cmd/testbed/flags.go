@@ -1,0 +1,120 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/serverside"
+	"github.com/llm-testbed/testbed/netem"
+)
+
+// The flag types of every subcommand: values as users type them.
+
+// intList is a flag like "1,5,10".
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// floatList is a flag like "10,20.5".
+type floatList []float64
+
+func (l *floatList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *floatList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(n > 0) {
+			return fmt.Errorf("%q is not a positive number", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// durationFlag is a harness.Duration as a flag.
+type durationFlag struct{ d *harness.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.D().String()
+}
+func (f durationFlag) Set(v string) error { return f.d.UnmarshalText([]byte(v)) }
+
+// rateFlag parses a tc-style rate ("10mbit") into bytes per second.
+type rateFlag struct{ v *float64 }
+
+func (f rateFlag) String() string {
+	if f.v == nil || *f.v == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%gbit", *f.v*8)
+}
+func (f rateFlag) Set(s string) error {
+	v, err := netem.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*f.v = v
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// samplingFlags are bench's flags for the plan's server_metrics and gpu
+// sections, so quick runs get the server-side timeline too.
+type samplingFlags struct {
+	urls     stringList
+	nvml     bool
+	interval time.Duration
+}
+
+func (f *samplingFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.urls, "server-metrics", "a /metrics URL (vLLM, TGI, DCGM exporter) to scrape during the run into server_metrics.jsonl (repeatable)")
+	fs.BoolVar(&f.nvml, "nvml", false, "read the local GPUs through NVML during the run into gpu.jsonl")
+	fs.DurationVar(&f.interval, "sample-interval", serverside.DefaultInterval, "period of --server-metrics and --nvml sampling")
+}
+
+// apply sets the plan's sampling sections from the flags.
+func (f *samplingFlags) apply(p *harness.Plan) {
+	if len(f.urls) > 0 {
+		p.ServerMetrics = &harness.ServerMetrics{URLs: f.urls, Interval: harness.Duration(f.interval)}
+	}
+	if f.nvml {
+		p.GPU = &harness.GPUSampling{NVML: true, Interval: harness.Duration(f.interval)}
+	}
+}
