@@ -94,10 +94,3 @@ func BenchmarkParseChunk(b *testing.B) {
 	}
 }
 
-func BenchmarkHistogramRecord(b *testing.B) {
-	var m metric
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		m.add(int64(i%1000)*1e5, 1)
-	}
-}

@@ -63,15 +63,16 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	if err != nil {
 		return nil, errors.Join(err, closeNVML(nvml))
 	}
-	defer out.records.Close()
+	defer out.close()
 	r.runID = out.info.RunID
 	watching, err := watch(&plan, nvml, outDir, t0, &o)
 	if err != nil {
 		return nil, err
 	}
 	w := results.NewLineWriter[results.Record](out.records)
+	hw := results.NewLineWriter[results.StepHistograms](out.histograms)
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- r.writeLoop(w, plan.SLO) }()
+	go func() { writerDone <- r.writeLoop(w, hw, plan.SLO) }()
 	r.runSteps(ctx, &o)
 	close(r.out)
 	err = errors.Join(<-writerDone, watching.stop())
@@ -90,7 +91,7 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	// Close here, not only in the deferred call, so that an error closing
 	// the records file reaches the caller; the deferred Close then only
 	// covers the early returns.
-	errs = append(errs, out.records.Sync(), out.records.Close())
+	errs = append(errs, out.close())
 	return res, errors.Join(errs...)
 }
 
@@ -151,8 +152,19 @@ func preflight(ctx context.Context, plan *Plan, t0 time.Time) error {
 
 // resultsFiles are what Run holds open in the results directory.
 type resultsFiles struct {
-	records *os.File
-	info    results.RunInfo[Plan]
+	records    *os.File
+	histograms *os.File
+	info       results.RunInfo[Plan]
+	closed     bool
+}
+
+// close syncs and closes both files once; later calls do nothing.
+func (f *resultsFiles) close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	return errors.Join(f.records.Sync(), f.records.Close(), f.histograms.Sync(), f.histograms.Close())
 }
 
 // createResults makes outDir, creates requests.jsonl and writes run.json
@@ -165,6 +177,10 @@ func createResults(ctx context.Context, plan *Plan, outDir string, t0 time.Time,
 	if err != nil {
 		return nil, err
 	}
+	h, err := os.Create(filepath.Join(outDir, results.HistogramsFile))
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
 	info := results.RunInfo[Plan]{
 		FormatVersion: results.FormatVersion,
 		RunID:         newRunID(),
@@ -175,9 +191,9 @@ func createResults(ctx context.Context, plan *Plan, outDir string, t0 time.Time,
 		Host:          HostFacts(ctx),
 	}
 	if err := results.WriteJSON(filepath.Join(outDir, results.RunFile), info); err != nil {
-		return nil, errors.Join(err, f.Close())
+		return nil, errors.Join(err, f.Close(), h.Close())
 	}
-	return &resultsFiles{records: f, info: info}, nil
+	return &resultsFiles{records: f, histograms: h, info: info}, nil
 }
 
 // runSteps runs the plan's steps in order, reporting each to the step

@@ -11,8 +11,9 @@ import (
 )
 
 // TestRunWatches: one call to Run honours the whole plan. It scrapes the
-// server's metrics and watches the client process beside the load, and
-// the samples share the records' time axis.
+// server's metrics and watches the client process beside the load, the
+// samples share the records' time axis, and histograms.jsonl holds the
+// step's latencies in lossless form.
 func TestRunWatches(t *testing.T) {
 	t.Parallel()
 	_, srv := fixedMock(t, 5*time.Millisecond, time.Millisecond)
@@ -45,6 +46,13 @@ func TestRunWatches(t *testing.T) {
 	}
 	if _, ok := samples[0].Family("vllm:num_requests_running"); !ok {
 		t.Errorf("first scrape has no running gauge: %v", samples[0].Metrics)
+	}
+	hists, err := results.ReadLines[results.StepHistograms](filepath.Join(res.Dir, results.HistogramsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hists) != 1 || hists[0].Metrics["ttft_ms"].Stats() != res.Summary.Steps[0].TTFT {
+		t.Errorf("histograms.jsonl %+v does not restate summary.json's TTFT %+v", hists, res.Summary.Steps[0].TTFT)
 	}
 	clientSamples, verdicts, err := results.ReadClient(filepath.Join(res.Dir, results.ClientFile))
 	if err != nil {

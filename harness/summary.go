@@ -2,11 +2,9 @@ package harness
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/llm-testbed/testbed/harness/results"
 )
 
@@ -16,59 +14,6 @@ const (
 	minSamplesP99  = 500
 	minSamplesP999 = 5000
 )
-
-// metric accumulates one metric: exact moments plus an HDR histogram.
-type metric struct {
-	h        *hdrhistogram.Histogram
-	n        int64
-	mean, m2 float64 // Welford, in ns
-	min, max int64
-	clamped  int64
-}
-
-// maxTrackableUS is one hour: longer values are clamped and counted.
-const maxTrackableUS = 3_600_000_000
-
-func (m *metric) add(ns int64, count int64) {
-	if count <= 0 {
-		return
-	}
-	if m.h == nil {
-		m.h = hdrhistogram.New(1, maxTrackableUS, 4)
-		m.min, m.max = math.MaxInt64, math.MinInt64
-	}
-	if ns < 0 {
-		ns = 0
-	}
-	us := (ns + 500) / 1000
-	if us > maxTrackableUS {
-		us = maxTrackableUS
-		m.clamped += count
-	}
-	_ = m.h.RecordValues(us, count) // cannot fail: us is within range
-	for range count {
-		m.n++
-		d := float64(ns) - m.mean
-		m.mean += d / float64(m.n)
-		m.m2 += d * (float64(ns) - m.mean)
-	}
-	m.min, m.max = min(m.min, ns), max(m.max, ns)
-}
-
-func (m *metric) stats() results.Stats {
-	if m.n == 0 {
-		return results.Stats{}
-	}
-	q := func(p float64) float64 { return float64(m.h.ValueAtQuantile(p)) / 1e3 }
-	sd := 0.0
-	if m.n > 1 {
-		sd = math.Sqrt(m.m2/float64(m.n-1)) / 1e6
-	}
-	return results.Stats{
-		Count: m.n, Mean: m.mean / 1e6, Stddev: sd, Min: float64(m.min) / 1e6, Max: float64(m.max) / 1e6,
-		P50: q(50), P90: q(90), P95: q(95), P99: q(99), P999: q(99.9),
-	}
-}
 
 // SummaryOption configures Summarize.
 type SummaryOption func(*summarizer)
@@ -113,10 +58,10 @@ type stepAgg struct {
 	slo                                       SLO
 	s                                         results.StepSummary
 	seen                                      bool
-	ttft, ttftSched, itl, chunkITL, tpot, e2e metric
-	e2eSched, lag, capWait, ttfb              metric
-	lagAll                                    metric // warm-up included, for StepMonitor
-	wTTFT, wE2E                               metric
+	ttft, ttftSched, itl, chunkITL, tpot, e2e results.Metric
+	e2eSched, lag, capWait, ttfb              results.Metric
+	lagAll                                    results.Metric // warm-up included, for StepMonitor
+	wTTFT, wE2E                               results.Metric
 	warm                                      results.WarmupSummary
 	good                                      int
 	start, end                                int64
@@ -135,7 +80,7 @@ func (a *stepAgg) add(r *results.Record) {
 		a.s.API, a.s.Stream = r.API, r.Stream
 	}
 	if r.SentNS > 0 {
-		a.lagAll.add(r.SentNS-r.IntendedNS, 1)
+		a.lagAll.Add(r.SentNS-r.IntendedNS, 1)
 	}
 	if r.Warmup {
 		a.warm.Requests++
@@ -145,9 +90,9 @@ func (a *stepAgg) add(r *results.Record) {
 		}
 		a.warm.OK++
 		if r.FirstTokenNS > 0 {
-			a.wTTFT.add(r.FirstTokenNS-r.SentNS, 1)
+			a.wTTFT.Add(r.FirstTokenNS-r.SentNS, 1)
 		}
-		a.wE2E.add(r.LastTokenNS-r.SentNS, 1)
+		a.wE2E.Add(r.LastTokenNS-r.SentNS, 1)
 		return
 	}
 	a.s.Requests++
@@ -157,7 +102,7 @@ func (a *stepAgg) add(r *results.Record) {
 	a.measured = true
 	a.end = max(a.end, r.DoneNS)
 	if r.CapWaitNS > 0 {
-		a.capWait.add(r.CapWaitNS, 1)
+		a.capWait.Add(r.CapWaitNS, 1)
 	}
 	if !r.OK() {
 		a.s.Errors[r.ErrorClass]++
@@ -165,10 +110,10 @@ func (a *stepAgg) add(r *results.Record) {
 	}
 	a.s.OK++
 	if r.SentNS > 0 {
-		a.lag.add(r.SentNS-r.IntendedNS, 1)
+		a.lag.Add(r.SentNS-r.IntendedNS, 1)
 	}
 	if r.FirstByteNS > 0 {
-		a.ttfb.add(r.FirstByteNS-r.SentNS, 1)
+		a.ttfb.Add(r.FirstByteNS-r.SentNS, 1)
 	}
 	a.s.InputTokens += int64(r.NIn)
 	a.s.OutputTokens += int64(r.NOut)
@@ -178,27 +123,27 @@ func (a *stepAgg) add(r *results.Record) {
 	var ttft, tpot int64 = -1, -1
 	if r.FirstTokenNS > 0 {
 		ttft = r.FirstTokenNS - r.SentNS
-		a.ttft.add(ttft, 1)
-		a.ttftSched.add(r.FirstTokenNS-r.IntendedNS, 1)
+		a.ttft.Add(ttft, 1)
+		a.ttftSched.Add(r.FirstTokenNS-r.IntendedNS, 1)
 		if r.NOut > 1 {
 			tpot = (r.LastTokenNS - r.FirstTokenNS) / int64(r.NOut-1)
-			a.tpot.add(tpot, 1)
+			a.tpot.Add(tpot, 1)
 		}
 		for i, g := range r.ChunkGapsNS {
-			a.chunkITL.add(g, 1)
+			a.chunkITL.Add(g, 1)
 			k := int64(1)
 			if r.ChunkTokens != nil && i+1 < len(r.ChunkTokens) {
 				k = max(1, int64(r.ChunkTokens[i+1]))
 			}
-			a.itl.add(g/k, k)
+			a.itl.Add(g/k, k)
 		}
 	}
 	e2e := r.LastTokenNS - r.SentNS
 	if r.LastTokenNS == 0 {
 		e2e = r.DoneNS - r.SentNS
 	}
-	a.e2e.add(e2e, 1)
-	a.e2eSched.add(e2e+r.SentNS-r.IntendedNS, 1)
+	a.e2e.Add(e2e, 1)
+	a.e2eSched.Add(e2e+r.SentNS-r.IntendedNS, 1)
 	if meets(a.slo.TTFT, ttft) && meets(a.slo.TPOT, tpot) && meets(a.slo.E2E, e2e) {
 		a.good++
 	}
@@ -210,13 +155,13 @@ func meets(limit Duration, v int64) bool { return limit == 0 || v < 0 || v <= in
 
 func (a *stepAgg) summary() results.StepSummary {
 	s := a.s
-	s.TTFT, s.TTFTFromSchedule, s.ITL, s.ChunkITL = a.ttft.stats(), a.ttftSched.stats(), a.itl.stats(), a.chunkITL.stats()
-	s.TPOT, s.E2E, s.E2EFromSchedule, s.ScheduleLag = a.tpot.stats(), a.e2e.stats(), a.e2eSched.stats(), a.lag.stats()
-	s.CapWait, s.TimeToFirstByte = a.capWait.stats(), a.ttfb.stats()
+	s.TTFT, s.TTFTFromSchedule, s.ITL, s.ChunkITL = a.ttft.Stats(), a.ttftSched.Stats(), a.itl.Stats(), a.chunkITL.Stats()
+	s.TPOT, s.E2E, s.E2EFromSchedule, s.ScheduleLag = a.tpot.Stats(), a.e2e.Stats(), a.e2eSched.Stats(), a.lag.Stats()
+	s.CapWait, s.TimeToFirstByte = a.capWait.Stats(), a.ttfb.Stats()
 	s.Warmup = a.warm.Requests
 	if a.warm.Requests > 0 {
 		w := a.warm
-		w.TTFT, w.E2E = a.wTTFT.stats(), a.wE2E.stats()
+		w.TTFT, w.E2E = a.wTTFT.Stats(), a.wE2E.Stats()
 		s.WarmupSummary = &w
 	}
 	if a.end > a.start {
@@ -262,11 +207,41 @@ func (a *stepAgg) warnings(s results.StepSummary) []string {
 		w = append(w, fmt.Sprintf("%d requests: server-reported output tokens differ from the tokens counted in the stream", s.UsageDiscrepancies))
 	}
 	var clamped int64
-	for _, m := range []*metric{&a.ttft, &a.ttftSched, &a.itl, &a.chunkITL, &a.tpot, &a.e2e, &a.e2eSched, &a.lag, &a.capWait, &a.ttfb} {
-		clamped += m.clamped
+	for _, m := range a.metrics() {
+		clamped += m.Clamped()
 	}
 	if clamped > 0 {
 		w = append(w, fmt.Sprintf("%d samples over one hour were clamped to one hour in the percentiles", clamped))
 	}
 	return w
+}
+
+// metrics names the step's latency metrics as summary.json does.
+func (a *stepAgg) metrics() map[string]*results.Metric {
+	return map[string]*results.Metric{
+		"ttft_ms":               &a.ttft,
+		"ttft_from_schedule_ms": &a.ttftSched,
+		"itl_ms":                &a.itl,
+		"chunk_itl_ms":          &a.chunkITL,
+		"tpot_ms":               &a.tpot,
+		"e2e_ms":                &a.e2e,
+		"e2e_from_schedule_ms":  &a.e2eSched,
+		"schedule_lag_ms":       &a.lag,
+		"in_flight_cap_wait_ms": &a.capWait,
+		"ttfb_ms":               &a.ttfb,
+	}
+}
+
+// histograms is the step's histograms.jsonl line.
+func (a *stepAgg) histograms() results.StepHistograms {
+	return results.StepHistograms{
+		Step:          a.s.Step,
+		Target:        a.s.Target,
+		Scenario:      a.s.Scenario,
+		Concurrency:   a.s.Concurrency,
+		Rate:          a.s.Rate,
+		WindowStartNS: a.start,
+		WindowEndNS:   a.end,
+		Metrics:       a.metrics(),
+	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,15 +33,17 @@ type lagQuery struct {
 // writeLoop is the only writer of requests.jsonl and the only reader of
 // finished records: it encodes each line, feeds the step's aggregate and
 // recycles the record. The channel send blocks rather than drop a record.
-func (r *runner) writeLoop(w *results.LineWriter[results.Record], slo SLO) error {
+//
+// It also writes each step's histograms.jsonl line at the step's end.
+func (r *runner) writeLoop(w *results.LineWriter[results.Record], hw *results.LineWriter[results.StepHistograms], slo SLO) error {
 	var firstErr error
 	var failed int64
 	aggs := map[int]*stepAgg{}
 	for m := range r.out {
 		if m.lag != nil {
 			var p99 time.Duration
-			if a := aggs[m.lag.index]; a != nil && a.lagAll.n > 0 {
-				p99 = time.Duration(a.lagAll.h.ValueAtQuantile(99)) * time.Microsecond
+			if a := aggs[m.lag.index]; a != nil && a.lagAll.Count() > 0 {
+				p99 = time.Duration(a.lagAll.Quantile(99) * 1e6)
 			}
 			m.lag.reply <- p99
 			continue
@@ -51,6 +54,10 @@ func (r *runner) writeLoop(w *results.LineWriter[results.Record], slo SLO) error
 			var s results.StepSummary
 			if a != nil {
 				s = a.summary()
+				h := a.histograms()
+				if err := hw.Write(&h); err != nil && firstErr == nil {
+					firstErr = err
+				}
 			} else {
 				st := r.plan.Steps()[m.end.index]
 				s = newStepAgg(slo).summary()
@@ -59,7 +66,7 @@ func (r *runner) writeLoop(w *results.LineWriter[results.Record], slo SLO) error
 			}
 			s.ClientBound, s.ClientBoundReason = m.end.bound, m.end.reason
 			r.summaries = append(r.summaries, s)
-			if err := w.Flush(); err != nil && firstErr == nil {
+			if err := errors.Join(w.Flush(), hw.Flush()); err != nil && firstErr == nil {
 				firstErr = err
 			}
 			continue

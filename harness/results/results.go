@@ -9,6 +9,7 @@
 //	requests.jsonl        one Record per request (the source of truth)
 //	run.json              RunInfo: plan, seed, host, time window, format version
 //	summary.json          Summary: per-step aggregates of the records
+//	histograms.jsonl      StepHistograms: the same latencies in lossless, mergeable form
 //	client.jsonl          ClientSample and Verdict lines: the client's self-monitoring
 //	server_metrics.jsonl  Sample lines: the server's Prometheus metrics
 //	gpu.jsonl             Sample lines: NVML readings of the GPUs
@@ -28,6 +29,7 @@ const (
 	ClientFile        = "client.jsonl"
 	ServerMetricsFile = "server_metrics.jsonl"
 	GPUFile           = "gpu.jsonl"
+	HistogramsFile    = "histograms.jsonl"
 	AnalysisFile      = "analysis.json"
 	ReportMarkdown    = "report.md"
 	ReportHTML        = "report.html"
