@@ -93,4 +93,3 @@ func BenchmarkParseChunk(b *testing.B) {
 		}
 	}
 }
-
