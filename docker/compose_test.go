@@ -49,7 +49,8 @@ type composeFile struct {
 	} `yaml:"services"`
 }
 
-// interpolation matches ${VAR:-default} and ${VAR}; loadCompose resolves them ${VAR:-default} to its default and ${VAR} to "",
+// interpolation matches ${VAR:-default} and ${VAR}; loadCompose resolves them ${VAR:-default} to its default and ${VAR}
+// to "",
 // to the default or "", which is what compose does with an empty environment.
 var interpolation = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(:-([^}]*))?\}`)
 
@@ -108,7 +109,8 @@ func TestComposeFiles(t *testing.T) {
 				t.Errorf("harness depends_on %s with condition %q, want service_healthy", tt.server, got)
 			}
 			wantCmd := []string{"run", "/plans/" + tt.plan, "-o"}
-			if len(h.Command) != 4 || !slices.Equal(h.Command[:3], wantCmd) || !strings.HasPrefix(h.Command[3], "/results/") {
+			if len(h.Command) != 4 || !slices.Equal(h.Command[:3], wantCmd) ||
+				!strings.HasPrefix(h.Command[3], "/results/") {
 				t.Errorf("harness command %q, want %q /results/NAME", h.Command, wantCmd)
 			}
 			if !slices.Contains(h.Volumes, "./plans:/plans:ro") || !slices.Contains(h.Volumes, "results:/results") {
@@ -134,7 +136,8 @@ func TestComposeFiles(t *testing.T) {
 			}
 			for _, svc := range []string{tt.server, "dcgm-exporter"} {
 				devs := c.Services[svc].Deploy.Resources.Reservations.Devices
-				if len(devs) != 1 || devs[0].Driver != "nvidia" || !slices.Equal(devs[0].Capabilities, []string{"gpu"}) {
+				if len(devs) != 1 || devs[0].Driver != "nvidia" ||
+					!slices.Equal(devs[0].Capabilities, []string{"gpu"}) {
 					t.Errorf("service %s reserves devices %+v, want one nvidia gpu reservation", svc, devs)
 				}
 			}
@@ -148,7 +151,12 @@ func TestComposeFiles(t *testing.T) {
 					u, err := url.Parse(s)
 					return err == nil && u.Hostname() == host && u.Path == "/metrics"
 				}) {
-					t.Errorf("plan %s server_metrics.urls %q, want %s's /metrics", tt.plan, plan.ServerMetrics.URLs, host)
+					t.Errorf(
+						"plan %s server_metrics.urls %q, want %s's /metrics",
+						tt.plan,
+						plan.ServerMetrics.URLs,
+						host,
+					)
 				}
 			}
 		})
@@ -172,7 +180,8 @@ func TestComposeConfig(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			out, err := exec.CommandContext(ctx, bin, "-f", f, "--profile", "monitoring", "config", "-q").CombinedOutput()
+			out, err := exec.CommandContext(ctx, bin, "-f", f, "--profile", "monitoring", "config", "-q").
+				CombinedOutput()
 			if err != nil {
 				t.Fatalf("docker-compose -f %s config: %v\n%s", f, err, out)
 			}

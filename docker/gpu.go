@@ -142,7 +142,12 @@ func startServer(ctx context.Context, e engine, model string, opts []ServerOptio
 		return s, fmt.Errorf("start %s: %w", e.name, err)
 	}
 	if !present {
-		return s, fmt.Errorf("start %s: image %s is not present locally: run `docker pull %s` first", e.name, cfg.image, cfg.image)
+		return s, fmt.Errorf(
+			"start %s: image %s is not present locally: run `docker pull %s` first",
+			e.name,
+			cfg.image,
+			cfg.image,
+		)
 	}
 	c, err := testcontainers.Run(ctx, cfg.image, e.containerOptions(cfg, model)...)
 	s.Container = c

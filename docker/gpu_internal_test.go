@@ -82,7 +82,10 @@ func TestServerRequest(t *testing.T) {
 			}
 			got := hc.DeviceRequests[0]
 			if got.Driver != tt.wantGPU.Driver || got.Count != tt.wantGPU.Count ||
-				!slices.Equal(got.DeviceIDs, tt.wantGPU.DeviceIDs) || !slices.Equal(got.Capabilities[0], tt.wantGPU.Capabilities[0]) {
+				!slices.Equal(
+					got.DeviceIDs,
+					tt.wantGPU.DeviceIDs,
+				) || !slices.Equal(got.Capabilities[0], tt.wantGPU.Capabilities[0]) {
 				t.Errorf("device request %+v, want %+v", got, tt.wantGPU)
 			}
 			if !slices.Equal(hc.Binds, []string{tt.wantBind}) {
@@ -114,7 +117,12 @@ func TestServerConfigCache(t *testing.T) {
 	var hc container.HostConfig
 	vllmEngine.hostConfig(cfg)(&hc)
 	if cfg.hfCache != "" || len(hc.Binds) != 0 || cfg.startupTimeout != time.Minute {
-		t.Errorf("WithHFCache(\"\"): cache %q binds %q timeout %v, want no mount and 1m", cfg.hfCache, hc.Binds, cfg.startupTimeout)
+		t.Errorf(
+			"WithHFCache(\"\"): cache %q binds %q timeout %v, want no mount and 1m",
+			cfg.hfCache,
+			hc.Binds,
+			cfg.startupTimeout,
+		)
 	}
 }
 
@@ -153,11 +161,26 @@ func TestHashContext(t *testing.T) {
 		// same content in another directory: same tag
 		{"same content", base, "test", true},
 		// one byte of the binary differs
-		{"binary", map[string]string{"Dockerfile": "FROM scratch", "testbed": "\x7fELG", "empty/.x": ""}, "test", false},
+		{
+			"binary",
+			map[string]string{"Dockerfile": "FROM scratch", "testbed": "\x7fELG", "empty/.x": ""},
+			"test",
+			false,
+		},
 		// a file renamed, bytes unchanged
-		{"renamed", map[string]string{"Dockerfile": "FROM scratch", "testbed2": "\x7fELF", "empty/.x": ""}, "test", false},
+		{
+			"renamed",
+			map[string]string{"Dockerfile": "FROM scratch", "testbed2": "\x7fELF", "empty/.x": ""},
+			"test",
+			false,
+		},
 		// content moved between files ("ab"+"c" vs "a"+"bc")
-		{"boundary", map[string]string{"Dockerfile": "FROM scratc", "testbed": "h\x7fELF", "empty/.x": ""}, "test", false},
+		{
+			"boundary",
+			map[string]string{"Dockerfile": "FROM scratc", "testbed": "h\x7fELF", "empty/.x": ""},
+			"test",
+			false,
+		},
 		// another version label
 		{"version", base, "v2", false},
 	}

@@ -37,7 +37,15 @@ func TestGPUServers(t *testing.T) {
 		exactOut bool   // the server honours ignore_eos, so n_out is exact
 	}{
 		// vLLM through the OpenAI chat API
-		{"vLLM", "TESTBED_VLLM_IMAGE", docker.DefaultVLLMImage, docker.StartVLLM, harness.APIChat, "vllm:num_requests_running", true},
+		{
+			"vLLM",
+			"TESTBED_VLLM_IMAGE",
+			docker.DefaultVLLMImage,
+			docker.StartVLLM,
+			harness.APIChat,
+			"vllm:num_requests_running",
+			true,
+		},
 		// TGI through its own /generate_stream
 		{"TGI", "TESTBED_TGI_IMAGE", docker.DefaultTGIImage, docker.StartTGI, harness.APITGI, "tgi_queue_size", false},
 	}
@@ -45,21 +53,32 @@ func TestGPUServers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			if os.Getenv("TESTBED_GPU") != "1" {
-				t.Skipf("%s needs a GPU: set TESTBED_GPU=1 on a host with one (and the NVIDIA Container Toolkit)", tt.name)
+				t.Skipf(
+					"%s needs a GPU: set TESTBED_GPU=1 on a host with one (and the NVIDIA Container Toolkit)",
+					tt.name,
+				)
 			}
 			requireDocker(t)
 			img := tt.image
 			if v := os.Getenv(tt.imageEnv); v != "" {
 				img = v
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), deadline(t, docker.DefaultServerStartupTimeout+10*time.Minute))
+			ctx, cancel := context.WithTimeout(
+				t.Context(),
+				deadline(t, docker.DefaultServerStartupTimeout+10*time.Minute),
+			)
 			defer cancel()
 			present, err := docker.ImagePresent(ctx, img)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !present {
-				t.Skipf("image %s is not present and is never pulled by tests: `docker pull %s` (or set %s)", img, img, tt.imageEnv)
+				t.Skipf(
+					"image %s is not present and is never pulled by tests: `docker pull %s` (or set %s)",
+					img,
+					img,
+					tt.imageEnv,
+				)
 			}
 
 			s, err := tt.start(ctx, model, docker.WithImage(img))
@@ -94,11 +113,24 @@ timeouts: {request: 2m}
 					continue
 				}
 				if r.FirstTokenNS <= r.SentNS || r.NOut < 1 || (tt.exactOut && r.NOut != 32) {
-					t.Errorf("request %s: first token at %d after send at %d, n_out %d", r.ID, r.FirstTokenNS, r.SentNS, r.NOut)
+					t.Errorf(
+						"request %s: first token at %d after send at %d, n_out %d",
+						r.ID,
+						r.FirstTokenNS,
+						r.SentNS,
+						r.NOut,
+					)
 				}
 			}
 			for _, st := range res.Summary.Steps {
-				t.Logf("%s c=%d: TTFT p50 %.1f ms, ITL p50 %.2f ms, %.0f output tokens/s", tt.name, st.Concurrency, st.TTFT.P50, st.ITL.P50, st.OutputTokensPerS)
+				t.Logf(
+					"%s c=%d: TTFT p50 %.1f ms, ITL p50 %.2f ms, %.0f output tokens/s",
+					tt.name,
+					st.Concurrency,
+					st.TTFT.P50,
+					st.ITL.P50,
+					st.OutputTokensPerS,
+				)
 			}
 			if body := get(t, ctx, s.URL+"/metrics"); !strings.Contains(body, tt.metric) {
 				t.Errorf("%s /metrics lacks %s", tt.name, tt.metric)

@@ -243,7 +243,12 @@ func assembleContext(ctx context.Context, dir string, opts ImageOptions) (string
 	cmd.Stdout = io.MultiWriter(&out, opts.Log)
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build image: go build ./cmd/testbed in %s: %w\n%s", opts.ModuleDir, err, tail(out.String(), 4000))
+		return "", fmt.Errorf(
+			"build image: go build ./cmd/testbed in %s: %w\n%s",
+			opts.ModuleDir,
+			err,
+			tail(out.String(), 4000),
+		)
 	}
 
 	dockerfile := filepath.Join(opts.ModuleDir, "docker", "Dockerfile")

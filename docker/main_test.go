@@ -32,7 +32,10 @@ func requireDocker(t *testing.T) {
 	if os.Getenv("TESTBED_REQUIRE_DOCKER") == "1" {
 		t.Fatalf("TESTBED_REQUIRE_DOCKER=1 but no Docker daemon is reachable: %v", err)
 	}
-	t.Skipf("no Docker daemon reachable, container test skipped (set TESTBED_REQUIRE_DOCKER=1 to make this a failure): %v", err)
+	t.Skipf(
+		"no Docker daemon reachable, container test skipped (set TESTBED_REQUIRE_DOCKER=1 to make this a failure): %v",
+		err,
+	)
 }
 
 // testImage builds (once per test binary) the image every container test

@@ -63,7 +63,12 @@ func checkOrder(t *testing.T, r results.Record, tr truth, starved bool) (excused
 	if starved {
 		return true
 	}
-	t.Errorf("request %s: client TTFT %v < server TTFT %v: no client sees a token before it is written", r.ID, client, tr.ttft())
+	t.Errorf(
+		"request %s: client TTFT %v < server TTFT %v: no client sees a token before it is written",
+		r.ID,
+		client,
+		tr.ttft(),
+	)
 	return false
 }
 
@@ -72,8 +77,13 @@ func logExcused(t *testing.T, excused map[int]int, steps []results.StepSummary) 
 	t.Helper()
 	for _, s := range steps {
 		if n := excused[s.Step]; n > 0 {
-			t.Logf("step %d (c=%d): %d requests saw the first token before the mock's after-write stamp, excused on a starved host (%s)",
-				s.Step, s.Concurrency, n, s.ClientBoundReason)
+			t.Logf(
+				"step %d (c=%d): %d requests saw the first token before the mock's after-write stamp, excused on a starved host (%s)",
+				s.Step,
+				s.Concurrency,
+				n,
+				s.ClientBoundReason,
+			)
 		}
 	}
 }
@@ -110,10 +120,20 @@ func checkTTFT(t *testing.T, what string, concurrency int, configured, client, s
 		t.Errorf("%s: server TTFT %v < configured %v: fixed mode never emits early", what, server, configured)
 	}
 	if server > 2*configured {
-		t.Errorf("%s: server TTFT %v, more than twice the configured %v: the mock ran too late for any timing to mean something", what, server, configured)
+		t.Errorf(
+			"%s: server TTFT %v, more than twice the configured %v: the mock ran too late for any timing to mean something",
+			what,
+			server,
+			configured,
+		)
 	}
 	if client < server-stampSlack {
-		t.Errorf("%s: client TTFT %v < server TTFT %v: no client sees a token before it is written", what, client, server)
+		t.Errorf(
+			"%s: client TTFT %v < server TTFT %v: no client sees a token before it is written",
+			what,
+			client,
+			server,
+		)
 	}
 	switch {
 	case loose != "":
@@ -121,7 +141,15 @@ func checkTTFT(t *testing.T, what string, concurrency int, configured, client, s
 	case client > server+tol:
 		t.Errorf("%s: client TTFT %v exceeds server TTFT %v by more than %v", what, client, server, tol)
 	}
-	t.Logf("%s: configured TTFT %v, server %v (mock late by %v), client %v (%+v)", what, configured, server, server-configured, client, client-server)
+	t.Logf(
+		"%s: configured TTFT %v, server %v (mock late by %v), client %v (%+v)",
+		what,
+		configured,
+		server,
+		server-configured,
+		client,
+		client-server,
+	)
 }
 
 // burstIntake widens the client-side tolerance per concurrent request.
@@ -260,7 +288,12 @@ func TestMockContainerStreamsChat(t *testing.T) {
 		t.Error("stream ended without data: [DONE]")
 	}
 	if chunks != maxTokens || usage.CompletionTokens != maxTokens {
-		t.Errorf("got %d content chunks and usage.completion_tokens %d, want %d of each (ignore_eos)", chunks, usage.CompletionTokens, maxTokens)
+		t.Errorf(
+			"got %d content chunks and usage.completion_tokens %d, want %d of each (ignore_eos)",
+			chunks,
+			usage.CompletionTokens,
+			maxTokens,
+		)
 	}
 	if firstToken.IsZero() {
 		t.Fatal("no content chunk")
@@ -354,7 +387,13 @@ timeouts: {request: 30s}
 	logExcused(t, excused, res.Summary.Steps)
 	slices.Sort(gaps)
 	if len(gaps) > 0 {
-		t.Logf("client TTFT − server TTFT over %d requests: min %v, p50 %v, max %v", len(gaps), gaps[0], gaps[len(gaps)/2], gaps[len(gaps)-1])
+		t.Logf(
+			"client TTFT − server TTFT over %d requests: min %v, p50 %v, max %v",
+			len(gaps),
+			gaps[0],
+			gaps[len(gaps)/2],
+			gaps[len(gaps)-1],
+		)
 	}
 
 	if len(res.Summary.Steps) != 2 {
@@ -367,7 +406,15 @@ timeouts: {request: 30s}
 		p50 := time.Duration(s.TTFT.P50 * float64(time.Millisecond))
 		itlP50 := time.Duration(s.ITL.P50 * float64(time.Millisecond))
 		loose := stepLoose(s)
-		checkTTFT(t, fmt.Sprintf("step c=%d TTFT p50", s.Concurrency), s.Concurrency, ttft, p50, median(serverTTFT[s.Step]), loose)
+		checkTTFT(
+			t,
+			fmt.Sprintf("step c=%d TTFT p50", s.Concurrency),
+			s.Concurrency,
+			ttft,
+			p50,
+			median(serverTTFT[s.Step]),
+			loose,
+		)
 		if d := itlP50 - itl; loose == "" && (d < -itl/10 || d > itl/10) {
 			t.Errorf("step c=%d: ITL p50 %v, want %v ± %v", s.Concurrency, itlP50, itl, itl/10)
 		}
@@ -488,7 +535,14 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 	}
 	for _, s := range sum.Steps {
 		if s.Target != "mock" || s.OK != plan.Load.Requests {
-			t.Errorf("step %s c=%d: %d of %d ok, want %d", s.Target, s.Concurrency, s.OK, s.Requests, plan.Load.Requests)
+			t.Errorf(
+				"step %s c=%d: %d of %d ok, want %d",
+				s.Target,
+				s.Concurrency,
+				s.OK,
+				s.Requests,
+				plan.Load.Requests,
+			)
 		}
 		// This harness is the image's binary, not this race-instrumented
 		// process: only its own client-bound verdict loosens the check.
@@ -497,7 +551,15 @@ func TestHarnessContainerOverNetwork(t *testing.T) {
 			loose = "the harness found the step client-bound: " + s.ClientBoundReason
 		}
 		p50 := time.Duration(s.TTFT.P50 * float64(time.Millisecond))
-		checkTTFT(t, fmt.Sprintf("container step c=%d TTFT p50", s.Concurrency), s.Concurrency, ttft, p50, median(serverTTFT[s.Step]), loose)
+		checkTTFT(
+			t,
+			fmt.Sprintf("container step c=%d TTFT p50", s.Concurrency),
+			s.Concurrency,
+			ttft,
+			p50,
+			median(serverTTFT[s.Step]),
+			loose,
+		)
 	}
 }
 

@@ -19,21 +19,57 @@ var agentMetrics = []struct {
 	name, help string
 	value      func(d results.Device) (float64, bool)
 }{
-	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time a kernel ran (NVML).", func(d results.Device) (float64, bool) { return f(d.UtilPercent) }},
-	{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %) (NVML).", func(d results.Device) (float64, bool) { return f(d.MemUtilPercent) }},
-	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB) (NVML).", func(d results.Device) (float64, bool) { return mib(d.MemUsedBytes) }},
+	{
+		"DCGM_FI_DEV_GPU_UTIL",
+		"GPU utilization (in %): share of time a kernel ran (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.UtilPercent) },
+	},
+	{
+		"DCGM_FI_DEV_MEM_COPY_UTIL",
+		"Memory utilization (in %) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.MemUtilPercent) },
+	},
+	{
+		"DCGM_FI_DEV_FB_USED",
+		"Framebuffer memory used (in MiB) (NVML).",
+		func(d results.Device) (float64, bool) { return mib(d.MemUsedBytes) },
+	},
 	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB) (NVML).", func(d results.Device) (float64, bool) {
 		if d.MemUsedBytes == nil || d.MemTotalBytes == nil {
 			return 0, false
 		}
 		return float64(*d.MemTotalBytes-*d.MemUsedBytes) / (1 << 20), true
 	}},
-	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W) (NVML).", func(d results.Device) (float64, bool) { return f(d.PowerW) }},
-	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C) (NVML).", func(d results.Device) (float64, bool) { return f(d.TempC) }},
-	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz) (NVML).", func(d results.Device) (float64, bool) { return f(d.SMClockMHz) }},
-	{"DCGM_FI_PROF_SM_ACTIVE", "Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.SMUtilPercent) }},
-	{"DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of warps resident on an SM, from NVML GPM SM_OCCUPANCY since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.SMOccupancyPercent) }},
-	{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of DRAM bandwidth used, from NVML GPM DRAM_BW_UTIL since the previous scrape.", func(d results.Device) (float64, bool) { return ratio(d.DRAMBWUtilPercent) }},
+	{
+		"DCGM_FI_DEV_POWER_USAGE",
+		"Power draw (in W) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.PowerW) },
+	},
+	{
+		"DCGM_FI_DEV_GPU_TEMP",
+		"GPU temperature (in C) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.TempC) },
+	},
+	{
+		"DCGM_FI_DEV_SM_CLOCK",
+		"SM clock frequency (in MHz) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.SMClockMHz) },
+	},
+	{
+		"DCGM_FI_PROF_SM_ACTIVE",
+		"Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.",
+		func(d results.Device) (float64, bool) { return ratio(d.SMUtilPercent) },
+	},
+	{
+		"DCGM_FI_PROF_SM_OCCUPANCY",
+		"Ratio of warps resident on an SM, from NVML GPM SM_OCCUPANCY since the previous scrape.",
+		func(d results.Device) (float64, bool) { return ratio(d.SMOccupancyPercent) },
+	},
+	{
+		"DCGM_FI_PROF_DRAM_ACTIVE",
+		"Ratio of DRAM bandwidth used, from NVML GPM DRAM_BW_UTIL since the previous scrape.",
+		func(d results.Device) (float64, bool) { return ratio(d.DRAMBWUtilPercent) },
+	},
 }
 
 func f(p *float64) (float64, bool) {
@@ -76,7 +112,9 @@ type deviceCollector struct {
 // that scrape rather than reporting zeros.
 func NewAgent(src serverside.Source, timeout time.Duration) http.Handler {
 	c := &deviceCollector{src: src, timeout: timeout,
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "testbed_gpu_agent_read_errors_total", Help: "Device readings that failed."}),
+		errors: prometheus.NewCounter(
+			prometheus.CounterOpts{Name: "testbed_gpu_agent_read_errors_total", Help: "Device readings that failed."},
+		),
 	}
 	for _, m := range agentMetrics {
 		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, agentLabels, nil))

@@ -29,7 +29,10 @@ func scrapeAgent(t *testing.T, src serverside.Source) map[string]float64 {
 	t.Helper()
 	srv := httptest.NewServer(NewAgent(src, time.Second))
 	t.Cleanup(srv.Close)
-	p, err := serverside.NewPrometheus(srv.URL, serverside.WithSeries(append([]string{"testbed_gpu_agent_*"}, serverside.DefaultSeries...)...))
+	p, err := serverside.NewPrometheus(
+		srv.URL,
+		serverside.WithSeries(append([]string{"testbed_gpu_agent_*"}, serverside.DefaultSeries...)...),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +46,20 @@ func scrapeAgent(t *testing.T, src serverside.Source) map[string]float64 {
 func TestAgentExportsDCGMNames(t *testing.T) {
 	t.Parallel()
 	used, total := uint64(3<<30), uint64(80<<30)
-	dev := results.Device{Index: 2, UUID: "GPU-abc", Name: "NVIDIA H100 80GB HBM3", UtilPercent: ptrF(87), MemUtilPercent: ptrF(40),
-		MemUsedBytes: &used, MemTotalBytes: &total, PowerW: ptrF(512.5), TempC: ptrF(61), SMClockMHz: ptrF(1980),
-		SMUtilPercent: ptrF(74), DRAMBWUtilPercent: ptrF(82.5)} // occupancy unsupported: left out
+	dev := results.Device{
+		Index:             2,
+		UUID:              "GPU-abc",
+		Name:              "NVIDIA H100 80GB HBM3",
+		UtilPercent:       ptrF(87),
+		MemUtilPercent:    ptrF(40),
+		MemUsedBytes:      &used,
+		MemTotalBytes:     &total,
+		PowerW:            ptrF(512.5),
+		TempC:             ptrF(61),
+		SMClockMHz:        ptrF(1980),
+		SMUtilPercent:     ptrF(74),
+		DRAMBWUtilPercent: ptrF(82.5),
+	} // occupancy unsupported: left out
 	m := scrapeAgent(t, fixedDevices{dev})
 	l := `{UUID="GPU-abc",gpu="2",modelName="NVIDIA H100 80GB HBM3"}`
 	want := map[string]float64{

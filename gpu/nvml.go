@@ -166,7 +166,11 @@ func (n *NVML) readDevice(d *nvmlDevice) results.Device {
 }
 
 // gpmMetrics are the GPM metrics read, in the order readGPM stores them.
-var gpmMetrics = [...]nvml.GpmMetricId{nvml.GPM_METRIC_SM_UTIL, nvml.GPM_METRIC_SM_OCCUPANCY, nvml.GPM_METRIC_DRAM_BW_UTIL}
+var gpmMetrics = [...]nvml.GpmMetricId{
+	nvml.GPM_METRIC_SM_UTIL,
+	nvml.GPM_METRIC_SM_OCCUPANCY,
+	nvml.GPM_METRIC_DRAM_BW_UTIL,
+}
 
 // readGPM takes a GPM sample and, from the second reading on, computes the
 // metrics over the interval since the previous one.

@@ -12,7 +12,9 @@ import (
 // errNoCgo is what OpenNVML says in a build without cgo: go-nvml loads
 // libnvidia-ml through cgo, so a static binary cannot read the GPU. Use a
 // Prometheus source against a DCGM exporter instead.
-var errNoCgo = errors.New("NVML not available: this binary was built without cgo (CGO_ENABLED=0); scrape a DCGM exporter with a Prometheus source instead")
+var errNoCgo = errors.New(
+	"NVML not available: this binary was built without cgo (CGO_ENABLED=0); scrape a DCGM exporter with a Prometheus source instead",
+)
 
 // NVMLOption configures OpenNVML; a build without cgo has none.
 type NVMLOption func(*struct{})

@@ -118,7 +118,13 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 		}
 		want := map[string]float64{"util": float64(10 * i), "memutil": float64(i), "used": float64(uint64(i) << 30),
 			"total": 80 << 30, "power": 100 + float64(i), "temp": 50 + float64(i), "clock": 1980}
-		got := map[string]*float64{"util": d.UtilPercent, "memutil": d.MemUtilPercent, "power": d.PowerW, "temp": d.TempC, "clock": d.SMClockMHz}
+		got := map[string]*float64{
+			"util":    d.UtilPercent,
+			"memutil": d.MemUtilPercent,
+			"power":   d.PowerW,
+			"temp":    d.TempC,
+			"clock":   d.SMClockMHz,
+		}
 		if d.MemUsedBytes != nil && d.MemTotalBytes != nil {
 			got["used"], got["total"] = ptr(float64(*d.MemUsedBytes)), ptr(float64(*d.MemTotalBytes))
 		}
@@ -141,7 +147,8 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 		if d.SMUtilPercent == nil || *d.SMUtilPercent != 10 {
 			t.Errorf("device %d SM util = %v, want 10 (current minus previous sample)", i, d.SMUtilPercent)
 		}
-		if d.SMOccupancyPercent == nil || *d.SMOccupancyPercent != 40 || d.DRAMBWUtilPercent == nil || *d.DRAMBWUtilPercent != 55.5 {
+		if d.SMOccupancyPercent == nil || *d.SMOccupancyPercent != 40 || d.DRAMBWUtilPercent == nil ||
+			*d.DRAMBWUtilPercent != 55.5 {
 			t.Errorf("device %d occupancy/DRAM = %v/%v, want 40/55.5", i, d.SMOccupancyPercent, d.DRAMBWUtilPercent)
 		}
 	}
@@ -185,12 +192,19 @@ func TestNVMLUnsupportedAndFailingFigures(t *testing.T) {
 		}
 		for _, d := range smp.Devices {
 			if d.PowerW != nil || d.TempC != nil || d.SMUtilPercent != nil {
-				t.Errorf("device %d: power %v temp %v sm util %v, want all absent", d.Index, d.PowerW, d.TempC, d.SMUtilPercent)
+				t.Errorf(
+					"device %d: power %v temp %v sm util %v, want all absent",
+					d.Index,
+					d.PowerW,
+					d.TempC,
+					d.SMUtilPercent,
+				)
 			}
 			if d.UtilPercent == nil || d.SMClockMHz == nil {
 				t.Errorf("device %d lost its supported figures", d.Index)
 			}
-			if len(d.Errors) != 1 || !strings.Contains(d.Errors[0], "temperature") || !strings.Contains(d.Errors[0], "GPU_IS_LOST") {
+			if len(d.Errors) != 1 || !strings.Contains(d.Errors[0], "temperature") ||
+				!strings.Contains(d.Errors[0], "GPU_IS_LOST") {
 				t.Errorf("device %d errors = %v, want the temperature failure only", d.Index, d.Errors)
 			}
 		}
@@ -249,7 +263,12 @@ func TestSamplerWithNVML(t *testing.T) {
 	defer n.Close()
 	var buf bytes.Buffer
 	start := time.Now()
-	sm, err := serverside.NewSampler(start, []serverside.Source{n}, serverside.WithInterval(10*time.Millisecond), serverside.WithOutput(&buf))
+	sm, err := serverside.NewSampler(
+		start,
+		[]serverside.Source{n},
+		serverside.WithInterval(10*time.Millisecond),
+		serverside.WithOutput(&buf),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,13 +319,23 @@ func TestAgentOverNVMLMock(t *testing.T) {
 	second := scrapeAgent(t, n)
 	uuid := s.Devices[3].(*server.Device).UUID
 	l := `{UUID="` + uuid + `",gpu="3",modelName="NVIDIA H100 80GB HBM3"}`
-	if first["DCGM_FI_DEV_GPU_UTIL"+l] != 30 || first["DCGM_FI_DEV_FB_USED"+l] != 3072 || first["DCGM_FI_DEV_POWER_USAGE"+l] != 103 {
-		t.Errorf("device 3 first scrape: util %v, fb %v, power %v; want 30, 3072, 103", first["DCGM_FI_DEV_GPU_UTIL"+l], first["DCGM_FI_DEV_FB_USED"+l], first["DCGM_FI_DEV_POWER_USAGE"+l])
+	if first["DCGM_FI_DEV_GPU_UTIL"+l] != 30 || first["DCGM_FI_DEV_FB_USED"+l] != 3072 ||
+		first["DCGM_FI_DEV_POWER_USAGE"+l] != 103 {
+		t.Errorf(
+			"device 3 first scrape: util %v, fb %v, power %v; want 30, 3072, 103",
+			first["DCGM_FI_DEV_GPU_UTIL"+l],
+			first["DCGM_FI_DEV_FB_USED"+l],
+			first["DCGM_FI_DEV_POWER_USAGE"+l],
+		)
 	}
 	if _, ok := first["DCGM_FI_PROF_SM_ACTIVE"+l]; ok {
 		t.Error("GPM ratio on the first scrape")
 	}
 	if second["DCGM_FI_PROF_SM_ACTIVE"+l] != 0.1 || second["DCGM_FI_PROF_DRAM_ACTIVE"+l] != 0.555 {
-		t.Errorf("second scrape SM active %v, DRAM %v; want 0.1, 0.555", second["DCGM_FI_PROF_SM_ACTIVE"+l], second["DCGM_FI_PROF_DRAM_ACTIVE"+l])
+		t.Errorf(
+			"second scrape SM active %v, DRAM %v; want 0.1, 0.555",
+			second["DCGM_FI_PROF_SM_ACTIVE"+l],
+			second["DCGM_FI_PROF_DRAM_ACTIVE"+l],
+		)
 	}
 }

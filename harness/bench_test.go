@@ -109,7 +109,11 @@ func BenchmarkOpenLoop500(b *testing.B) {
 		p := basePlan(url)
 		p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:16")
 		p.IgnoreEOS = true
-		p.Load = harness.Load{Rate: []float64{rate}, Arrival: harness.ArrivalPoisson, Duration: harness.Duration(10 * time.Second)}
+		p.Load = harness.Load{
+			Rate:     []float64{rate},
+			Arrival:  harness.ArrivalPoisson,
+			Duration: harness.Duration(10 * time.Second),
+		}
 		cpu0, wall0 := cpuTime(), time.Now()
 		res, recs := runRecords(b, p)
 		b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/time.Since(wall0).Seconds(), "client-cpu-%")

@@ -44,7 +44,9 @@ var errIdle = errors.New("no data from the server within the idle timeout")
 // alive: a pool smaller than the load would make requests queue inside the
 // client and hide it.
 func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int) (*client, error) {
-	tlsConf := &tls.Config{InsecureSkipVerify: p.TLS.InsecureSkipVerify} //nolint:gosec // opt-in for self-signed test servers
+	tlsConf := &tls.Config{
+		InsecureSkipVerify: p.TLS.InsecureSkipVerify,
+	} //nolint:gosec // opt-in for self-signed test servers
 	if p.TLS.CAFile != "" {
 		pem, err := os.ReadFile(p.TLS.CAFile)
 		if err != nil {
@@ -219,7 +221,16 @@ func (tt *traceTimes) fill(rec *results.Record) {
 		}
 		return 0
 	}
-	rec.DNSNS, rec.ConnectNS, rec.TLSNS = d(&tt.dnsStart, &tt.dnsDone), d(&tt.connStart, &tt.connEnd), d(&tt.tlsStart, &tt.tlsDone)
+	rec.DNSNS, rec.ConnectNS, rec.TLSNS = d(
+		&tt.dnsStart,
+		&tt.dnsDone,
+	), d(
+		&tt.connStart,
+		&tt.connEnd,
+	), d(
+		&tt.tlsStart,
+		&tt.tlsDone,
+	)
 	rec.ConnNS, rec.WroteNS, rec.FirstByteNS = tt.gotConn.Load(), tt.wrote.Load(), tt.firstByte.Load()
 	rec.ConnReused = tt.reused.Load()
 }
@@ -242,7 +253,12 @@ func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
 	if rec.Stream {
 		mode = 1
 	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(reqCtx, tt.trace()), http.MethodPost, c.url[mode], bytes.NewReader(rq.Body))
+	hreq, err := http.NewRequestWithContext(
+		httptrace.WithClientTrace(reqCtx, tt.trace()),
+		http.MethodPost,
+		c.url[mode],
+		bytes.NewReader(rq.Body),
+	)
 	if err != nil {
 		c.fail(ctx, reqCtx, rec, tt, err)
 		return
@@ -289,7 +305,13 @@ func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
 }
 
 // readStream times every event of a streamed response.
-func (c *client) readStream(ctx, reqCtx context.Context, body io.Reader, idle *time.Timer, rec *results.Record, tt *traceTimes) {
+func (c *client) readStream(
+	ctx, reqCtx context.Context,
+	body io.Reader,
+	idle *time.Timer,
+	rec *results.Record,
+	tt *traceTimes,
+) {
 	rd := readerPool.Get().(*sse.Reader)
 	rd.Reset(body)
 	defer func() { rd.Reset(nil); readerPool.Put(rd) }()

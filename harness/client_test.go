@@ -27,8 +27,15 @@ func TestStreamShapes(t *testing.T) {
 		// Four tokens per event: 4 events for 16 tokens, each counted as 4,
 		// and no discrepancy with the server's usage.
 		{"multi-token events", mockllm.FaultConfig{TokensPerEvent: 4}, func(t *testing.T, r results.Record) {
-			if r.NOutCounted != 16 || r.NOutDiff != 0 || len(r.ChunkGapsNS) != 3 || len(r.ChunkTokens) != 4 || r.ChunkTokens[0] != 4 {
-				t.Errorf("counted %d (diff %d), %d gaps, chunk tokens %v; want 16, 0, 3, [4 4 4 4]", r.NOutCounted, r.NOutDiff, len(r.ChunkGapsNS), r.ChunkTokens)
+			if r.NOutCounted != 16 || r.NOutDiff != 0 || len(r.ChunkGapsNS) != 3 || len(r.ChunkTokens) != 4 ||
+				r.ChunkTokens[0] != 4 {
+				t.Errorf(
+					"counted %d (diff %d), %d gaps, chunk tokens %v; want 16, 0, 3, [4 4 4 4]",
+					r.NOutCounted,
+					r.NOutDiff,
+					len(r.ChunkGapsNS),
+					r.ChunkTokens,
+				)
 			}
 		}},
 		// The role chunk arrives at once, the first token after TTFT: TTFT
@@ -36,7 +43,12 @@ func TestStreamShapes(t *testing.T) {
 		{"early first byte", mockllm.FaultConfig{EarlyFirstByte: true}, func(t *testing.T, r results.Record) {
 			fb, ft := r.FirstByteNS-r.SentNS, r.FirstTokenNS-r.SentNS
 			if ft < int64(ttft) || fb > ft-int64(ttft/2) {
-				t.Errorf("first byte after %v, first token after %v; want the byte well before the %v token", time.Duration(fb), time.Duration(ft), ttft)
+				t.Errorf(
+					"first byte after %v, first token after %v; want the byte well before the %v token",
+					time.Duration(fb),
+					time.Duration(ft),
+					ttft,
+				)
 			}
 		}},
 	}
@@ -79,7 +91,12 @@ func TestInFlightCap(t *testing.T) {
 		t.Fatalf("ok %d, %d requests waited; want 20 ok and most of them waiting", st.OK, st.CapWait.Count)
 	}
 	if st.TTFTFromSchedule.P50 < st.TTFT.P50+st.CapWait.P50/2 {
-		t.Errorf("TTFT from schedule p50 %.1f ms does not include the cap wait (p50 %.1f ms; TTFT p50 %.1f ms)", st.TTFTFromSchedule.P50, st.CapWait.P50, st.TTFT.P50)
+		t.Errorf(
+			"TTFT from schedule p50 %.1f ms does not include the cap wait (p50 %.1f ms; TTFT p50 %.1f ms)",
+			st.TTFTFromSchedule.P50,
+			st.CapWait.P50,
+			st.TTFT.P50,
+		)
 	}
 	if !strings.Contains(strings.Join(st.Warnings, "\n"), "waited for max_in_flight") {
 		t.Errorf("no cap warning in %q", st.Warnings)
@@ -111,7 +128,14 @@ func TestPromptFiles(t *testing.T) {
 			_, recs := runRecords(t, p)
 			for _, r := range recs {
 				if !r.OK() || r.NInPlanned != 3 || r.MaxTokens != 3 || r.NOut != 3 {
-					t.Errorf("%s: ok %v planned in %d, max_tokens %d, n_out %d; want 3-token prompts and answers", r.ID, r.OK(), r.NInPlanned, r.MaxTokens, r.NOut)
+					t.Errorf(
+						"%s: ok %v planned in %d, max_tokens %d, n_out %d; want 3-token prompts and answers",
+						r.ID,
+						r.OK(),
+						r.NInPlanned,
+						r.MaxTokens,
+						r.NOut,
+					)
 				}
 			}
 		})

@@ -113,7 +113,13 @@ type source struct {
 }
 
 func newSource(step Step, prompts []Prompt, ignoreEOS bool) *source {
-	return &source{r: rand.New(rand.NewPCG(step.Seed, 0xda7a5e7)), step: step, prompts: prompts, stream: step.Stream, ignEOS: ignoreEOS}
+	return &source{
+		r:       rand.New(rand.NewPCG(step.Seed, 0xda7a5e7)),
+		step:    step,
+		prompts: prompts,
+		stream:  step.Stream,
+		ignEOS:  ignoreEOS,
+	}
 }
 
 // Next builds the next request. Safe for concurrent use.

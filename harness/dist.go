@@ -95,7 +95,11 @@ func (d *Dist) Set(s string) error {
 		}
 		nd = Dist{Kind: kind, File: args, values: vals}
 	default:
-		return fmt.Errorf("distribution %q: unknown kind %q (want fixed, uniform, normal, lognormal or empirical)", s, kind)
+		return fmt.Errorf(
+			"distribution %q: unknown kind %q (want fixed, uniform, normal, lognormal or empirical)",
+			s,
+			kind,
+		)
 	}
 	*d = nd
 	return nil

@@ -37,7 +37,14 @@ func ExampleSummarize() {
 		})
 	}
 	s := harness.Summarize(recs).Steps[0]
-	fmt.Printf("ok %d, TTFT mean %.0f ms, ITL p50 %.0f ms, TPOT %.0f ms, %.2f req/s\n", s.OK, s.TTFT.Mean, s.ITL.P50, s.TPOT.Mean, s.RequestsPerS)
+	fmt.Printf(
+		"ok %d, TTFT mean %.0f ms, ITL p50 %.0f ms, TPOT %.0f ms, %.2f req/s\n",
+		s.OK,
+		s.TTFT.Mean,
+		s.ITL.P50,
+		s.TPOT.Mean,
+		s.RequestsPerS,
+	)
 	// Output: ok 2, TTFT mean 110 ms, ITL p50 10 ms, TPOT 10 ms, 1.75 req/s
 }
 
@@ -77,6 +84,11 @@ func TestTableGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("table differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", golden, buf.Bytes(), want)
+		t.Errorf(
+			"table differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s",
+			golden,
+			buf.Bytes(),
+			want,
+		)
 	}
 }

@@ -17,7 +17,12 @@ import (
 func HostFacts(ctx context.Context) results.Host {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h := results.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	h := results.Host{
+		OS:         runtime.GOOS,
+		Arch:       runtime.GOARCH,
+		GoVersion:  runtime.Version(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
 	h.Hostname, _ = os.Hostname()
 	note := func(what string, err error) { h.Errors = append(h.Errors, what+": "+err.Error()) }
 	if infos, err := cpu.InfoWithContext(ctx); err != nil {

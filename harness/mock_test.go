@@ -30,7 +30,8 @@ func fixedMock(t testing.TB, ttft, itl time.Duration, opts ...mockllm.Option) (*
 		t.Fatal(err)
 	}
 	p.TTFT, p.ITL = ttft, itl
-	m, err := mockllm.New(append([]mockllm.Option{mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithSeed(1)}, opts...)...)
+	m, err := mockllm.New(
+		append([]mockllm.Option{mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithSeed(1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,16 @@ func TestFixedModeAccuracy(t *testing.T) {
 			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorClass, r.Error)
 		}
 		if r.NOut != nOut || r.NOutCounted != nOut || !r.UsageReported || r.NIn != 32+tokens.ChatTemplateOverhead {
-			t.Errorf("%s: n_out %d counted %d usage %v n_in %d; want %d tokens, %d prompt", r.ID, r.NOut, r.NOutCounted, r.UsageReported, r.NIn, nOut, 32+tokens.ChatTemplateOverhead)
+			t.Errorf(
+				"%s: n_out %d counted %d usage %v n_in %d; want %d tokens, %d prompt",
+				r.ID,
+				r.NOut,
+				r.NOutCounted,
+				r.UsageReported,
+				r.NIn,
+				nOut,
+				32+tokens.ChatTemplateOverhead,
+			)
 		}
 		tr, ok := m.Truth(r.ID)
 		if !ok {
@@ -128,8 +138,18 @@ func TestFixedModeAccuracy(t *testing.T) {
 		slices.Sort(rs)
 		t.Logf("c=%d: send→server arrival p50 %.3f max %.3f ms; server first token→client p50 %.3f max %.3f ms",
 			st.Concurrency, rq[len(rq)/2], rq[len(rq)-1], rs[len(rs)/2], rs[len(rs)-1])
-		t.Logf("c=%d: TTFT p50 %.3f ms (p99 %.3f), ITL p50 %.3f ms (p99 %.3f); client−server TTFT min %.3f p50 %.3f max %.3f ms; lag p99 %.3f ms",
-			st.Concurrency, st.TTFT.P50, st.TTFT.P99, st.ITL.P50, st.ITL.P99, d[0], d[len(d)/2], d[len(d)-1], st.ScheduleLag.P99)
+		t.Logf(
+			"c=%d: TTFT p50 %.3f ms (p99 %.3f), ITL p50 %.3f ms (p99 %.3f); client−server TTFT min %.3f p50 %.3f max %.3f ms; lag p99 %.3f ms",
+			st.Concurrency,
+			st.TTFT.P50,
+			st.TTFT.P99,
+			st.ITL.P50,
+			st.ITL.P99,
+			d[0],
+			d[len(d)/2],
+			d[len(d)-1],
+			st.ScheduleLag.P99,
+		)
 		var bad []string
 		if got, want := st.TTFT.P50, ms(ttft); got < want-3 || got > want+3 {
 			bad = append(bad, fmt.Sprintf("c=%d: TTFT p50 %.3f ms, want %.0f ± 3 ms", st.Concurrency, got, want))
@@ -149,7 +169,13 @@ func TestFixedModeAccuracy(t *testing.T) {
 				continue
 			}
 			if schedP90 > time.Millisecond {
-				t.Logf("%s — not failing: goroutines waited %v (p90) for a CPU; load average %.1f× the %d CPUs", b, schedP90, overload, runtime.NumCPU())
+				t.Logf(
+					"%s — not failing: goroutines waited %v (p90) for a CPU; load average %.1f× the %d CPUs",
+					b,
+					schedP90,
+					overload,
+					runtime.NumCPU(),
+				)
 				continue
 			}
 			t.Error(b)
@@ -222,7 +248,13 @@ func TestAPIs(t *testing.T) {
 						t.Fatalf("%s failed: %s %s", r.ID, r.ErrorClass, r.Error)
 					}
 					if r.NOut != 16 || !r.UsageReported || r.NOutDiff != 0 {
-						t.Errorf("%s: n_out %d (usage %v, discrepancy %d), want 16 from usage", r.ID, r.NOut, r.UsageReported, r.NOutDiff)
+						t.Errorf(
+							"%s: n_out %d (usage %v, discrepancy %d), want 16 from usage",
+							r.ID,
+							r.NOut,
+							r.UsageReported,
+							r.NOutDiff,
+						)
 					}
 					if stream && (r.FirstTokenNS == 0 || len(r.ChunkGapsNS) != 15) {
 						t.Errorf("%s: streamed but first token %d, %d gaps", r.ID, r.FirstTokenNS, len(r.ChunkGapsNS))
@@ -243,7 +275,12 @@ func TestAPIs(t *testing.T) {
 // TestErrorClasses forces each of the mock's faults and checks its class.
 func TestErrorClasses(t *testing.T) {
 	t.Parallel()
-	_, srv := fixedMock(t, 5*time.Millisecond, 2*time.Millisecond, mockllm.WithFaults(mockllm.FaultConfig{RetryAfter: 50 * time.Millisecond, StallDuration: 2 * time.Second}))
+	_, srv := fixedMock(
+		t,
+		5*time.Millisecond,
+		2*time.Millisecond,
+		mockllm.WithFaults(mockllm.FaultConfig{RetryAfter: 50 * time.Millisecond, StallDuration: 2 * time.Second}),
+	)
 	tests := []struct {
 		fault   string
 		class   results.ErrorClass
@@ -351,7 +388,8 @@ func TestPreflight(t *testing.T) {
 	p.Load = harness.Load{Concurrency: []int{1}, Requests: 1}
 	dir := filepath.Join(t.TempDir(), "out")
 	_, err := harness.Run(context.Background(), p, dir)
-	if err == nil || !strings.Contains(err.Error(), "preflight") && containsAll(err.Error(), "preflight", "unreachable", `"mock"`) {
+	if err == nil ||
+		!strings.Contains(err.Error(), "preflight") && containsAll(err.Error(), "preflight", "unreachable", `"mock"`) {
 		t.Fatalf("err = %v, want a preflight error naming the target", err)
 	}
 	if _, serr := filepath.Glob(filepath.Join(dir, "*")); serr != nil {

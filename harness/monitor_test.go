@@ -36,7 +36,13 @@ func TestStepMonitor(t *testing.T) {
 	p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 	p.Load = harness.Load{Concurrency: []int{1, 2}, Requests: 4}
 	v := &verdicts{}
-	res, err := harness.Run(context.Background(), p, t.TempDir(), harness.WithStepMonitor(v), harness.WithoutClientMonitor())
+	res, err := harness.Run(
+		context.Background(),
+		p,
+		t.TempDir(),
+		harness.WithStepMonitor(v),
+		harness.WithoutClientMonitor(),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +50,8 @@ func TestStepMonitor(t *testing.T) {
 		t.Fatalf("monitor saw %d starts and %d ends, want 2 and 2", len(v.started), len(v.ended))
 	}
 	for i, e := range v.ended {
-		if e.Index != i || e.Target != "mock" || e.Concurrency != i+1 || !e.End.After(e.Start) || e.ScheduleLagP99 <= 0 {
+		if e.Index != i || e.Target != "mock" || e.Concurrency != i+1 || !e.End.After(e.Start) ||
+			e.ScheduleLagP99 <= 0 {
 			t.Errorf("StepEnded %d got %+v", i, e)
 		}
 	}

@@ -18,34 +18,34 @@ import (
 // read from YAML by ParsePlan and written back, fully resolved, into
 // run.json, so a saved run can be rerun with the same requests.
 type Plan struct {
-	Name       string     `yaml:"name,omitempty" json:"name,omitempty"`
-	Seed       int64      `yaml:"seed" json:"seed"`
-	Targets    []Target   `yaml:"targets" json:"targets"`
-	Dataset    Dataset    `yaml:"dataset" json:"dataset"`
-	Load       Load       `yaml:"load" json:"load"`
-	Timeouts   Timeouts   `yaml:"timeouts" json:"timeouts"`
-	Connection string     `yaml:"connection,omitempty" json:"connection"` // "reuse" (default) or "new" per request
-	HTTP       string     `yaml:"http,omitempty" json:"http"`             // "1.1" (default) or "2"
-	Stream     *bool      `yaml:"stream,omitempty" json:"stream"`         // default true
-	IgnoreEOS  bool       `yaml:"ignore_eos,omitempty" json:"ignore_eos"` // ask vLLM-style servers for exactly max_tokens
-	TLS        TLS        `yaml:"tls,omitempty" json:"tls"`
-	Retry      Retry      `yaml:"retry,omitempty" json:"retry"`
-	SLO        SLO        `yaml:"slo,omitempty" json:"slo"`
-	Extra      []StepSpec `yaml:"steps,omitempty" json:"steps,omitempty"`
-	Scenarios  *Scenarios `yaml:"scenarios,omitempty" json:"scenarios,omitempty"` // scenario.go: cold start, long context, …
+	Name       string     `yaml:"name,omitempty"           json:"name,omitempty"`
+	Seed       int64      `yaml:"seed"                     json:"seed"`
+	Targets    []Target   `yaml:"targets"                  json:"targets"`
+	Dataset    Dataset    `yaml:"dataset"                  json:"dataset"`
+	Load       Load       `yaml:"load"                     json:"load"`
+	Timeouts   Timeouts   `yaml:"timeouts"                 json:"timeouts"`
+	Connection string     `yaml:"connection,omitempty"     json:"connection"` // "reuse" (default) or "new" per request
+	HTTP       string     `yaml:"http,omitempty"           json:"http"`       // "1.1" (default) or "2"
+	Stream     *bool      `yaml:"stream,omitempty"         json:"stream"`     // default true
+	IgnoreEOS  bool       `yaml:"ignore_eos,omitempty"     json:"ignore_eos"` // ask vLLM-style servers for exactly max_tokens
+	TLS        TLS        `yaml:"tls,omitempty"            json:"tls"`
+	Retry      Retry      `yaml:"retry,omitempty"          json:"retry"`
+	SLO        SLO        `yaml:"slo,omitempty"            json:"slo"`
+	Extra      []StepSpec `yaml:"steps,omitempty"          json:"steps,omitempty"`
+	Scenarios  *Scenarios `yaml:"scenarios,omitempty"      json:"scenarios,omitempty"` // scenario.go: cold start, long context, …
 	// Server-side sampling during the run (sampling.go).
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty" json:"server_metrics,omitempty"`
-	GPU           *GPUSampling   `yaml:"gpu,omitempty" json:"gpu,omitempty"`
+	GPU           *GPUSampling   `yaml:"gpu,omitempty"            json:"gpu,omitempty"`
 }
 
 // Target is one server under test.
 type Target struct {
-	Name      string            `yaml:"name" json:"name"`
-	URL       string            `yaml:"url" json:"url"` // base URL, with or without /v1
-	API       string            `yaml:"api,omitempty" json:"api"`
-	Model     string            `yaml:"model" json:"model"`
+	Name      string            `yaml:"name"                  json:"name"`
+	URL       string            `yaml:"url"                   json:"url"` // base URL, with or without /v1
+	API       string            `yaml:"api,omitempty"         json:"api"`
+	Model     string            `yaml:"model"                 json:"model"`
 	APIKeyEnv string            `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"` // name of the env var holding the key; the key itself is never stored
-	Headers   map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	Headers   map[string]string `yaml:"headers,omitempty"     json:"headers,omitempty"`
 }
 
 // API kinds.
@@ -59,23 +59,23 @@ const (
 // number of tokens for the mock's tokenizer (internal/tokens);
 // prompt files supply real text instead.
 type Dataset struct {
-	InputTokens  Dist   `yaml:"input_tokens,omitempty" json:"input_tokens"`
+	InputTokens  Dist   `yaml:"input_tokens,omitempty"  json:"input_tokens"`
 	OutputTokens Dist   `yaml:"output_tokens,omitempty" json:"output_tokens"`
-	Prompts      string `yaml:"prompts,omitempty" json:"prompts,omitempty"`             // JSONL or ShareGPT file
+	Prompts      string `yaml:"prompts,omitempty"       json:"prompts,omitempty"`       // JSONL or ShareGPT file
 	PromptFormat string `yaml:"prompt_format,omitempty" json:"prompt_format,omitempty"` // "jsonl" or "sharegpt"; default from the file
-	Seed         *int64 `yaml:"seed,omitempty" json:"seed,omitempty"`                   // default: the plan's seed
+	Seed         *int64 `yaml:"seed,omitempty"          json:"seed,omitempty"`          // default: the plan's seed
 }
 
 // Load is the ladder: closed-loop concurrency steps, then open-loop rate
 // steps, each run against every target in turn.
 type Load struct {
-	Concurrency []int     `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
-	Rate        []float64 `yaml:"rate,omitempty" json:"rate,omitempty"` // requests per second
-	Arrival     string    `yaml:"arrival,omitempty" json:"arrival,omitempty"`
-	Burstiness  float64   `yaml:"burstiness,omitempty" json:"burstiness,omitempty"` // gamma shape; 1 = Poisson
-	Requests    int       `yaml:"requests,omitempty" json:"requests,omitempty"`     // per step, after warm-up
-	Duration    Duration  `yaml:"duration,omitempty" json:"duration,omitempty"`     // per step, after warm-up
-	Warmup      int       `yaml:"warmup,omitempty" json:"warmup,omitempty"`         // requests per step marked warm-up
+	Concurrency []int     `yaml:"concurrency,omitempty"   json:"concurrency,omitempty"`
+	Rate        []float64 `yaml:"rate,omitempty"          json:"rate,omitempty"` // requests per second
+	Arrival     string    `yaml:"arrival,omitempty"       json:"arrival,omitempty"`
+	Burstiness  float64   `yaml:"burstiness,omitempty"    json:"burstiness,omitempty"` // gamma shape; 1 = Poisson
+	Requests    int       `yaml:"requests,omitempty"      json:"requests,omitempty"`   // per step, after warm-up
+	Duration    Duration  `yaml:"duration,omitempty"      json:"duration,omitempty"`   // per step, after warm-up
+	Warmup      int       `yaml:"warmup,omitempty"        json:"warmup,omitempty"`     // requests per step marked warm-up
 	MaxInFlight int       `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty"`
 }
 
@@ -83,13 +83,13 @@ type Load struct {
 type Timeouts struct {
 	Connect Duration `yaml:"connect,omitempty" json:"connect"` // 10s
 	Request Duration `yaml:"request,omitempty" json:"request"` // 10m: the whole request
-	Idle    Duration `yaml:"idle,omitempty" json:"idle"`       // 2m: longest wait for the next byte of the stream
-	Grace   Duration `yaml:"grace,omitempty" json:"grace"`     // 10s: after Ctrl-C, before cancelling in-flight requests
+	Idle    Duration `yaml:"idle,omitempty"    json:"idle"`    // 2m: longest wait for the next byte of the stream
+	Grace   Duration `yaml:"grace,omitempty"   json:"grace"`   // 10s: after Ctrl-C, before cancelling in-flight requests
 }
 
 // TLS configures HTTPS targets.
 type TLS struct {
-	CAFile             string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	CAFile             string `yaml:"ca_file,omitempty"              json:"ca_file,omitempty"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty" json:"insecure_skip_verify,omitempty"`
 }
 
@@ -98,31 +98,31 @@ type TLS struct {
 // from schedule.
 type Retry struct {
 	RateLimited int      `yaml:"rate_limited,omitempty" json:"rate_limited,omitempty"` // retries per request; 0 = never retry
-	MaxWait     Duration `yaml:"max_wait,omitempty" json:"max_wait,omitempty"`         // cap on one Retry-After wait (default 30s)
+	MaxWait     Duration `yaml:"max_wait,omitempty"     json:"max_wait,omitempty"`     // cap on one Retry-After wait (default 30s)
 }
 
 // SLO are the goodput thresholds; zero means no limit on that metric.
 type SLO struct {
 	TTFT Duration `yaml:"ttft,omitempty" json:"ttft,omitempty"`
 	TPOT Duration `yaml:"tpot,omitempty" json:"tpot,omitempty"`
-	E2E  Duration `yaml:"e2e,omitempty" json:"e2e,omitempty"`
+	E2E  Duration `yaml:"e2e,omitempty"  json:"e2e,omitempty"`
 }
 
 // StepSpec is an extra, explicitly listed step, run after the ladders; its
 // zero fields inherit from Load and Dataset. Scenarios such as long-context
 // buckets are lists of these.
 type StepSpec struct {
-	Scenario     string   `yaml:"scenario" json:"scenario"`
-	Concurrency  int      `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
-	Rate         float64  `yaml:"rate,omitempty" json:"rate,omitempty"`
-	Requests     int      `yaml:"requests,omitempty" json:"requests,omitempty"`
-	Duration     Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
-	Warmup       *int     `yaml:"warmup,omitempty" json:"warmup,omitempty"`
-	InputTokens  Dist     `yaml:"input_tokens,omitempty" json:"input_tokens"`
+	Scenario     string   `yaml:"scenario"                json:"scenario"`
+	Concurrency  int      `yaml:"concurrency,omitempty"   json:"concurrency,omitempty"`
+	Rate         float64  `yaml:"rate,omitempty"          json:"rate,omitempty"`
+	Requests     int      `yaml:"requests,omitempty"      json:"requests,omitempty"`
+	Duration     Duration `yaml:"duration,omitempty"      json:"duration,omitempty"`
+	Warmup       *int     `yaml:"warmup,omitempty"        json:"warmup,omitempty"`
+	InputTokens  Dist     `yaml:"input_tokens,omitempty"  json:"input_tokens"`
 	OutputTokens Dist     `yaml:"output_tokens,omitempty" json:"output_tokens"`
-	Stream       *bool    `yaml:"stream,omitempty" json:"stream,omitempty"`
-	Connection   string   `yaml:"connection,omitempty" json:"connection,omitempty"`
-	IdleBefore   Duration `yaml:"idle_before,omitempty" json:"idle_before,omitempty"` // closed loop: idle gap before each request (cold start)
+	Stream       *bool    `yaml:"stream,omitempty"        json:"stream,omitempty"`
+	Connection   string   `yaml:"connection,omitempty"    json:"connection,omitempty"`
+	IdleBefore   Duration `yaml:"idle_before,omitempty"   json:"idle_before,omitempty"` // closed loop: idle gap before each request (cold start)
 }
 
 // Duration is a time.Duration written as "30s" in YAML and JSON.

@@ -41,7 +41,8 @@ func TestParsePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Dataset.InputTokens.String() != "uniform:64,256" || p.Load.Duration.D() != 30*time.Second || p.SLO.TTFT.D() != 500*time.Millisecond {
+	if p.Dataset.InputTokens.String() != "uniform:64,256" || p.Load.Duration.D() != 30*time.Second ||
+		p.SLO.TTFT.D() != 500*time.Millisecond {
 		t.Errorf("parsed %+v", p)
 	}
 	if p.Targets[0].API != APIChat || p.Connection != "reuse" || p.HTTP != "1.1" || !p.Streaming() {
@@ -58,7 +59,9 @@ func TestParsePlan(t *testing.T) {
 	if steps[0].Seed == steps[2].Seed {
 		t.Errorf("different levels share a seed")
 	}
-	if s := steps[6]; s.Scenario != "long_context" || s.InputTokens.String() != "fixed:2048" || s.OutputTokens.String() != "lognormal:128,40" || s.Warmup != 2 {
+	if s := steps[6]; s.Scenario != "long_context" || s.InputTokens.String() != "fixed:2048" ||
+		s.OutputTokens.String() != "lognormal:128,40" ||
+		s.Warmup != 2 {
 		t.Errorf("extra step not resolved: %+v", s)
 	}
 	if s := steps[4]; s.Rate != 10 || s.Arrival != "gamma" || s.Burstiness != 0.5 {
@@ -77,25 +80,61 @@ func TestParsePlanErrors(t *testing.T) {
 		// No targets at all.
 		{"no targets", "load: {concurrency: [1], requests: 1}\n", "plan: targets: at least one target"},
 		// Bad URL names the target index and field.
-		{"bad url", "targets: [{name: a, url: 'ftp://h', model: m}]\nload: {concurrency: [1], requests: 1}\n", "targets[0].url"},
+		{
+			"bad url",
+			"targets: [{name: a, url: 'ftp://h', model: m}]\nload: {concurrency: [1], requests: 1}\n",
+			"targets[0].url",
+		},
 		// Unknown API kind.
-		{"bad api", "targets: [{name: a, url: 'http://h', model: m, api: grpc}]\nload: {concurrency: [1], requests: 1}\n", `targets[0].api: "grpc" is not one of`},
+		{
+			"bad api",
+			"targets: [{name: a, url: 'http://h', model: m, api: grpc}]\nload: {concurrency: [1], requests: 1}\n",
+			`targets[0].api: "grpc" is not one of`,
+		},
 		// OpenAI APIs need a model.
-		{"no model", "targets: [{name: a, url: 'http://h'}]\nload: {concurrency: [1], requests: 1}\n", "targets[0].model"},
+		{
+			"no model",
+			"targets: [{name: a, url: 'http://h'}]\nload: {concurrency: [1], requests: 1}\n",
+			"targets[0].model",
+		},
 		// Duplicate target names would merge their records.
-		{"dup names", "targets: [{name: a, url: 'http://h', model: m}, {name: a, url: 'http://g', model: m}]\nload: {concurrency: [1], requests: 1}\n", `"a" is used twice`},
+		{
+			"dup names",
+			"targets: [{name: a, url: 'http://h', model: m}, {name: a, url: 'http://g', model: m}]\nload: {concurrency: [1], requests: 1}\n",
+			`"a" is used twice`,
+		},
 		// A step needs an end.
-		{"no end", "targets: [{name: a, url: 'http://h', model: m}]\nload: {concurrency: [1]}\n", "load.requests: set requests or duration"},
+		{
+			"no end",
+			"targets: [{name: a, url: 'http://h', model: m}]\nload: {concurrency: [1]}\n",
+			"load.requests: set requests or duration",
+		},
 		// Nothing to run.
-		{"no load", "targets: [{name: a, url: 'http://h', model: m}]\nload: {requests: 3}\n", "load: set concurrency, rate or steps"},
+		{
+			"no load",
+			"targets: [{name: a, url: 'http://h', model: m}]\nload: {requests: 3}\n",
+			"load: set concurrency, rate or steps",
+		},
 		// Concurrency below 1.
-		{"zero concurrency", "targets: [{name: a, url: 'http://h', model: m}]\nload: {concurrency: [0], requests: 1}\n", "load.concurrency: 0 is out of range"},
+		{
+			"zero concurrency",
+			"targets: [{name: a, url: 'http://h', model: m}]\nload: {concurrency: [0], requests: 1}\n",
+			"load.concurrency: 0 is out of range",
+		},
 		// Negative rate.
-		{"negative rate", "targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [-1], requests: 1}\n", "load.rate"},
+		{
+			"negative rate",
+			"targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [-1], requests: 1}\n",
+			"load.rate",
+		},
 		// The minimal plan is valid.
 		{"minimal", base, ""},
 		// Unknown arrival kind.
-		{"bad arrival", "targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [1], requests: 1, arrival: bursty}\n", "load.arrival"},
+		{
+			"bad arrival",
+			"targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [1], requests: 1, arrival: bursty}\n",
+			"load.arrival",
+		},
 		// Bad distribution spec names the problem.
 		{"bad dist", base + "dataset: {input_tokens: 'uniform:5'}\n", "uniform takes 2 number(s)"},
 		// Bad duration.
@@ -103,7 +142,11 @@ func TestParsePlanErrors(t *testing.T) {
 		// Unknown connection mode and HTTP version.
 		{"connection", base + "connection: pooled\nhttp: '3'\n", "connection: \"pooled\""},
 		// An API key variable that is not set.
-		{"key env", "targets: [{name: a, url: 'http://h', model: m, api_key_env: TESTBED_SURELY_UNSET_KEY}]\nload: {concurrency: [1], requests: 1}\n", "TESTBED_SURELY_UNSET_KEY is not set"},
+		{
+			"key env",
+			"targets: [{name: a, url: 'http://h', model: m, api_key_env: TESTBED_SURELY_UNSET_KEY}]\nload: {concurrency: [1], requests: 1}\n",
+			"TESTBED_SURELY_UNSET_KEY is not set",
+		},
 		// Extra steps need exactly one of concurrency or rate.
 		{"step both", base + "steps: [{scenario: x, concurrency: 1, rate: 2}]\n", "steps: [0] needs exactly one"},
 	}
@@ -142,7 +185,11 @@ func TestPlanReportsAllErrors(t *testing.T) {
 func FuzzParsePlan(f *testing.F) {
 	f.Add([]byte(goodPlan))
 	f.Add([]byte("targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [1e9], requests: 1}\n"))
-	f.Add([]byte("targets: [{url: 'http://h', model: m}]\nload: {concurrency: [3], duration: 1s}\ndataset: {input_tokens: 'normal:1,0'}"))
+	f.Add(
+		[]byte(
+			"targets: [{url: 'http://h', model: m}]\nload: {concurrency: [3], duration: 1s}\ndataset: {input_tokens: 'normal:1,0'}",
+		),
+	)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePlan(b)
 		if err != nil {

@@ -23,9 +23,30 @@ func TestSummarize(t *testing.T) {
 			ChunkGapsNS: []int64{10e6, 10e6, 20e6}, ChunkTokens: []int32{1, 1, 1, 2}, NIn: 10, NOut: 5, NOutCounted: 5,
 		})
 	}
-	recs = append(recs,
-		results.Record{Step: 3, Target: "m", Stream: true, IntendedNS: 2e9, SentNS: 2e9, DoneNS: 2e9 + 5, ErrorClass: results.ErrServer, Status: 500},
-		results.Record{Step: 3, Target: "m", Stream: true, Warmup: true, IntendedNS: 0, SentNS: 1, FirstTokenNS: 300e6, LastTokenNS: 400e6, DoneNS: 400e6, NOut: 5},
+	recs = append(
+		recs,
+		results.Record{
+			Step:       3,
+			Target:     "m",
+			Stream:     true,
+			IntendedNS: 2e9,
+			SentNS:     2e9,
+			DoneNS:     2e9 + 5,
+			ErrorClass: results.ErrServer,
+			Status:     500,
+		},
+		results.Record{
+			Step:         3,
+			Target:       "m",
+			Stream:       true,
+			Warmup:       true,
+			IntendedNS:   0,
+			SentNS:       1,
+			FirstTokenNS: 300e6,
+			LastTokenNS:  400e6,
+			DoneNS:       400e6,
+			NOut:         5,
+		},
 	)
 	s := Summarize(recs, WithSLO(SLO{TTFT: Duration(100_005_000)}))
 	if len(s.Steps) != 1 {
@@ -85,7 +106,9 @@ func TestSummarize(t *testing.T) {
 }
 
 func BenchmarkParseChunk(b *testing.B) {
-	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`)
+	data := []byte(
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`,
+	)
 	b.ReportAllocs()
 	for b.Loop() {
 		if !parseChunk(APIChat, data).text {

@@ -81,7 +81,12 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	info.End = time.Now()
 	info.Interrupted = ctx.Err() != nil
 	info.Records = w.Lines()
-	res := &Outcome{Dir: outDir, Info: info, Summary: results.Summary{Steps: r.summaries}, Interrupted: info.Interrupted}
+	res := &Outcome{
+		Dir:         outDir,
+		Info:        info,
+		Summary:     results.Summary{Steps: r.summaries},
+		Interrupted: info.Interrupted,
+	}
 	if res.Summary.Steps == nil {
 		res.Summary.Steps = []results.StepSummary{}
 	}
@@ -169,7 +174,13 @@ func (f *resultsFiles) close() error {
 
 // createResults makes outDir, creates requests.jsonl and writes run.json
 // as it stands at the start, so a killed run still says what it was.
-func createResults(ctx context.Context, plan *Plan, outDir string, t0 time.Time, version string) (*resultsFiles, error) {
+func createResults(
+	ctx context.Context,
+	plan *Plan,
+	outDir string,
+	t0 time.Time,
+	version string,
+) (*resultsFiles, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -17,16 +17,16 @@ import (
 // DCGM exporter) to be scraped during the run into server_metrics.jsonl,
 // on the records' clock.
 type ServerMetrics struct {
-	URLs     []string `yaml:"urls" json:"urls"`                         // full /metrics URLs
-	Interval Duration `yaml:"interval,omitempty" json:"interval"`       // default 1s
-	Series   []string `yaml:"series,omitempty" json:"series,omitempty"` // families to keep ("vllm:*" is a prefix); default serverside.DefaultSeries
+	URLs     []string `yaml:"urls"               json:"urls"`             // full /metrics URLs
+	Interval Duration `yaml:"interval,omitempty" json:"interval"`         // default 1s
+	Series   []string `yaml:"series,omitempty"   json:"series,omitempty"` // families to keep ("vllm:*" is a prefix); default serverside.DefaultSeries
 }
 
 // GPUSampling asks for the local GPUs to be read through NVML during the
 // run into gpu.jsonl. It needs the NVIDIA driver and a cgo build of the
 // tool; without them the run fails before any load is sent.
 type GPUSampling struct {
-	NVML     bool     `yaml:"nvml" json:"nvml"`
+	NVML     bool     `yaml:"nvml"               json:"nvml"`
 	Interval Duration `yaml:"interval,omitempty" json:"interval"` // default 1s
 }
 

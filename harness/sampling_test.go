@@ -20,7 +20,10 @@ func TestRunWatches(t *testing.T) {
 	p := basePlan(srv.URL)
 	p.Extra = []harness.StepSpec{{Scenario: "concurrency", Concurrency: 1, Requests: 4}}
 	p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
-	p.ServerMetrics = &harness.ServerMetrics{URLs: []string{srv.URL + "/metrics"}, Interval: harness.Duration(20 * time.Millisecond)}
+	p.ServerMetrics = &harness.ServerMetrics{
+		URLs:     []string{srv.URL + "/metrics"},
+		Interval: harness.Duration(20 * time.Millisecond),
+	}
 	res, err := harness.Run(context.Background(), p, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +43,8 @@ func TestRunWatches(t *testing.T) {
 	if len(samples) < 2 {
 		t.Fatalf("%d scrapes, want one at the start and one at the end at least", len(samples))
 	}
-	if first, end := samples[0], samples[len(samples)-1]; first.Offset < 0 || first.Offset > recs[0].SentNS || end.Offset < last {
+	if first, end := samples[0], samples[len(samples)-1]; first.Offset < 0 || first.Offset > recs[0].SentNS ||
+		end.Offset < last {
 		t.Errorf("scrapes span %v..%v, records %v..%v: not on one axis",
 			time.Duration(first.Offset), time.Duration(end.Offset), time.Duration(recs[0].SentNS), time.Duration(last))
 	}
@@ -59,7 +63,11 @@ func TestRunWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(clientSamples) == 0 || len(verdicts) != 1 || verdicts[0].StepIndex != 0 {
-		t.Errorf("client.jsonl: %d samples, verdicts %+v; want samples and one verdict for step 0", len(clientSamples), verdicts)
+		t.Errorf(
+			"client.jsonl: %d samples, verdicts %+v; want samples and one verdict for step 0",
+			len(clientSamples),
+			verdicts,
+		)
 	}
 }
 

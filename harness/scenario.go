@@ -36,10 +36,10 @@ const (
 //	  connection: {concurrency: 4, requests: 100}
 //	  throughput_split: {short_output: 16, long_output: 1024, concurrency: 16, requests: 200}
 type Scenarios struct {
-	ColdStart   *ColdStartScenario   `yaml:"cold_start,omitempty" json:"cold_start,omitempty"`
-	LongContext *LongContextScenario `yaml:"long_context,omitempty" json:"long_context,omitempty"`
-	Streaming   *PairScenario        `yaml:"streaming,omitempty" json:"streaming,omitempty"`
-	Connection  *PairScenario        `yaml:"connection,omitempty" json:"connection,omitempty"`
+	ColdStart   *ColdStartScenario   `yaml:"cold_start,omitempty"       json:"cold_start,omitempty"`
+	LongContext *LongContextScenario `yaml:"long_context,omitempty"     json:"long_context,omitempty"`
+	Streaming   *PairScenario        `yaml:"streaming,omitempty"        json:"streaming,omitempty"`
+	Connection  *PairScenario        `yaml:"connection,omitempty"       json:"connection,omitempty"`
 	Throughput  *ThroughputScenario  `yaml:"throughput_split,omitempty" json:"throughput_split,omitempty"`
 }
 
@@ -49,8 +49,8 @@ type Scenarios struct {
 // reference. Idle must exceed the server's idle timeout (scale-to-zero,
 // model unload) for the requests to be cold.
 type ColdStartScenario struct {
-	Idle         Duration `yaml:"idle" json:"idle"`
-	Requests     int      `yaml:"requests,omitempty" json:"requests"`           // default 10
+	Idle         Duration `yaml:"idle"                    json:"idle"`
+	Requests     int      `yaml:"requests,omitempty"      json:"requests"`      // default 10
 	WarmRequests int      `yaml:"warm_requests,omitempty" json:"warm_requests"` // default 30
 }
 
@@ -61,35 +61,35 @@ type ColdStartScenario struct {
 // so the server counts the bucket's tokens; either way the report labels
 // buckets with the prompt_tokens the server reported.
 type LongContextScenario struct {
-	Buckets      []int `yaml:"buckets,omitempty" json:"buckets"`             // input tokens; default 2K, 4K, 8K, 16K, 32K
-	Requests     int   `yaml:"requests,omitempty" json:"requests"`           // per bucket; default 30
-	OutputTokens int   `yaml:"output_tokens,omitempty" json:"output_tokens"` // default 32
-	Concurrency  int   `yaml:"concurrency,omitempty" json:"concurrency"`     // default 1
-	Warmup       int   `yaml:"warmup,omitempty" json:"warmup"`               // per bucket; default 1
+	Buckets      []int `yaml:"buckets,omitempty"           json:"buckets"`       // input tokens; default 2K, 4K, 8K, 16K, 32K
+	Requests     int   `yaml:"requests,omitempty"          json:"requests"`      // per bucket; default 30
+	OutputTokens int   `yaml:"output_tokens,omitempty"     json:"output_tokens"` // default 32
+	Concurrency  int   `yaml:"concurrency,omitempty"       json:"concurrency"`   // default 1
+	Warmup       int   `yaml:"warmup,omitempty"            json:"warmup"`        // per bucket; default 1
 	// MeasureTokenizer probes the first target before the run for its
 	// prompt tokens per word (Scale) and template overhead (Overhead).
 	MeasureTokenizer bool `yaml:"measure_tokenizer,omitempty" json:"measure_tokenizer,omitempty"`
 	// Scale and Overhead map words to server tokens: tokens = Overhead +
 	// Scale × words. Set by MeasureTokenizer (and kept in run.json, so a rerun
 	// sends the same text), or by hand; 0 means one token per word.
-	Scale    float64 `yaml:"scale,omitempty" json:"scale,omitempty"`
-	Overhead float64 `yaml:"overhead,omitempty" json:"overhead,omitempty"`
+	Scale    float64 `yaml:"scale,omitempty"             json:"scale,omitempty"`
+	Overhead float64 `yaml:"overhead,omitempty"          json:"overhead,omitempty"`
 }
 
 // PairScenario runs the same load twice, changing one thing: streaming on
 // and off, or connections kept alive and new per request.
 type PairScenario struct {
 	Concurrency int `yaml:"concurrency,omitempty" json:"concurrency"` // default 4
-	Requests    int `yaml:"requests,omitempty" json:"requests"`       // per half; default 100
+	Requests    int `yaml:"requests,omitempty"    json:"requests"`    // per half; default 100
 }
 
 // ThroughputScenario splits throughput as the methodology asks: request
 // throughput with short outputs, token throughput with long ones.
 type ThroughputScenario struct {
 	ShortOutput int `yaml:"short_output,omitempty" json:"short_output"` // tokens; default 16
-	LongOutput  int `yaml:"long_output,omitempty" json:"long_output"`   // tokens; default 1024
-	Concurrency int `yaml:"concurrency,omitempty" json:"concurrency"`   // default 16
-	Requests    int `yaml:"requests,omitempty" json:"requests"`         // per half; default 200
+	LongOutput  int `yaml:"long_output,omitempty"  json:"long_output"`  // tokens; default 1024
+	Concurrency int `yaml:"concurrency,omitempty"  json:"concurrency"`  // default 16
+	Requests    int `yaml:"requests,omitempty"     json:"requests"`     // per half; default 200
 }
 
 // DefaultContextBuckets are the long-context input lengths run when a plan
@@ -135,7 +135,8 @@ func (s *Scenarios) setDefaults() {
 }
 
 func (s *Scenarios) empty() bool {
-	return s == nil || (s.ColdStart == nil && s.LongContext == nil && s.Streaming == nil && s.Connection == nil && s.Throughput == nil)
+	return s == nil ||
+		(s.ColdStart == nil && s.LongContext == nil && s.Streaming == nil && s.Connection == nil && s.Throughput == nil)
 }
 
 // problem returns what is wrong with the scenarios, naming the field, or "".
@@ -151,7 +152,10 @@ func (s *Scenarios) problem() string {
 	}
 	if c := s.ColdStart; c != nil {
 		if c.Idle <= 0 {
-			bad = append(bad, "cold_start.idle: set the idle gap before each cold request, e.g. 30s (longer than the server's idle timeout)")
+			bad = append(
+				bad,
+				"cold_start.idle: set the idle gap before each cold request, e.g. 30s (longer than the server's idle timeout)",
+			)
 		}
 		neg("cold_start.requests", c.Requests)
 		neg("cold_start.warm_requests", c.WarmRequests)
@@ -182,7 +186,14 @@ func (s *Scenarios) problem() string {
 		neg("throughput_split.concurrency", c.Concurrency)
 		neg("throughput_split.requests", c.Requests)
 		if c.ShortOutput > 0 && c.LongOutput > 0 && c.ShortOutput >= c.LongOutput {
-			bad = append(bad, fmt.Sprintf("throughput_split: short_output %d must be below long_output %d", c.ShortOutput, c.LongOutput))
+			bad = append(
+				bad,
+				fmt.Sprintf(
+					"throughput_split: short_output %d must be below long_output %d",
+					c.ShortOutput,
+					c.LongOutput,
+				),
+			)
 		}
 	}
 	return strings.Join(bad, "; ")
@@ -199,9 +210,17 @@ func (s *Scenarios) steps() []StepSpec {
 	fixed := func(n int) Dist { return Dist{Kind: "fixed", A: float64(n)} }
 	yes, no := true, false
 	if c := s.ColdStart; c != nil {
-		out = append(out,
-			StepSpec{Scenario: ScenarioColdStart, Concurrency: 1, Requests: c.Requests, Warmup: &zero, IdleBefore: c.Idle},
-			StepSpec{Scenario: ScenarioWarm, Concurrency: 1, Requests: c.WarmRequests, Warmup: &one})
+		out = append(
+			out,
+			StepSpec{
+				Scenario:    ScenarioColdStart,
+				Concurrency: 1,
+				Requests:    c.Requests,
+				Warmup:      &zero,
+				IdleBefore:  c.Idle,
+			},
+			StepSpec{Scenario: ScenarioWarm, Concurrency: 1, Requests: c.WarmRequests, Warmup: &one},
+		)
 	}
 	if c := s.LongContext; c != nil {
 		w := c.Warmup
@@ -216,14 +235,33 @@ func (s *Scenarios) steps() []StepSpec {
 			StepSpec{Scenario: ScenarioNonStreaming, Concurrency: c.Concurrency, Requests: c.Requests, Stream: &no})
 	}
 	if c := s.Connection; c != nil {
-		out = append(out,
-			StepSpec{Scenario: ScenarioConnReuse, Concurrency: c.Concurrency, Requests: c.Requests, Connection: "reuse"},
-			StepSpec{Scenario: ScenarioConnNew, Concurrency: c.Concurrency, Requests: c.Requests, Connection: "new"})
+		out = append(
+			out,
+			StepSpec{
+				Scenario:    ScenarioConnReuse,
+				Concurrency: c.Concurrency,
+				Requests:    c.Requests,
+				Connection:  "reuse",
+			},
+			StepSpec{Scenario: ScenarioConnNew, Concurrency: c.Concurrency, Requests: c.Requests, Connection: "new"},
+		)
 	}
 	if c := s.Throughput; c != nil {
-		out = append(out,
-			StepSpec{Scenario: ScenarioShortOutput, Concurrency: c.Concurrency, Requests: c.Requests, OutputTokens: fixed(c.ShortOutput)},
-			StepSpec{Scenario: ScenarioLongOutput, Concurrency: c.Concurrency, Requests: c.Requests, OutputTokens: fixed(c.LongOutput)})
+		out = append(
+			out,
+			StepSpec{
+				Scenario:     ScenarioShortOutput,
+				Concurrency:  c.Concurrency,
+				Requests:     c.Requests,
+				OutputTokens: fixed(c.ShortOutput),
+			},
+			StepSpec{
+				Scenario:     ScenarioLongOutput,
+				Concurrency:  c.Concurrency,
+				Requests:     c.Requests,
+				OutputTokens: fixed(c.LongOutput),
+			},
+		)
 	}
 	return out
 }

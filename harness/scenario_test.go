@@ -64,7 +64,8 @@ scenarios:
 			s := steps[2*i+j]
 			if s.Target.Name != target || s.Scenario != w.scenario || s.Concurrency != w.conc || s.Requests != w.requests ||
 				s.Stream != w.stream || s.Connection != w.conn || s.IdleBefore != w.idle ||
-				(w.in != "" && s.InputTokens.String() != w.in) || (w.out != "" && s.OutputTokens.String() != w.out) {
+				(w.in != "" && s.InputTokens.String() != w.in) ||
+				(w.out != "" && s.OutputTokens.String() != w.out) {
 				t.Errorf("step %d: %+v, want %+v on %s", s.Index, s, w, target)
 			}
 		}
@@ -81,11 +82,17 @@ func TestScenarioValidation(t *testing.T) {
 	cases := []struct {
 		yaml, field string
 	}{
-		{"scenarios: {cold_start: {requests: 3}}", "cold_start.idle"},                          // idle gap is required
-		{"scenarios: {long_context: {buckets: [2048, 0]}}", "long_context.buckets[1]"},         // a bucket must be positive
+		{"scenarios: {cold_start: {requests: 3}}", "cold_start.idle"}, // idle gap is required
+		{
+			"scenarios: {long_context: {buckets: [2048, 0]}}",
+			"long_context.buckets[1]",
+		}, // a bucket must be positive
 		{"scenarios: {streaming: {requests: -1}}", "streaming.requests"},                       // negative count
 		{"scenarios: {throughput_split: {short_output: 64, long_output: 32}}", "short_output"}, // short must be shorter
-		{"scenarios: {long_context: {bukets: [1]}}", "bukets"},                                 // unknown field: a typo never runs silently
+		{
+			"scenarios: {long_context: {bukets: [1]}}",
+			"bukets",
+		}, // unknown field: a typo never runs silently
 	}
 	for _, c := range cases {
 		_, err := harness.ParsePlan([]byte(base + c.yaml))
@@ -129,7 +136,8 @@ func TestColdStartScenario(t *testing.T) {
 		t.Fatalf("steps: %+v", res.Summary.Steps)
 	}
 	cold, warm := res.Summary.Steps[0], res.Summary.Steps[1]
-	if cold.Scenario != harness.ScenarioColdStart || cold.OK != 3 || warm.Scenario != harness.ScenarioWarm || warm.OK != 5 {
+	if cold.Scenario != harness.ScenarioColdStart || cold.OK != 3 || warm.Scenario != harness.ScenarioWarm ||
+		warm.OK != 5 {
 		t.Fatalf("cold %+v\nwarm %+v", cold, warm)
 	}
 	// Every cold request pays the load time on top of TTFT; no warm one does.
@@ -173,7 +181,15 @@ func TestLongContextCalibration(t *testing.T) {
 				want += tokens.ChatTemplateOverhead // the mock's template on top of the words
 			}
 			if r.NIn != want {
-				t.Errorf("measure=%v step %d: prompt_tokens %d, want %d (scale %v, overhead %v)", measure, r.Step, r.NIn, want, lc.Scale, lc.Overhead)
+				t.Errorf(
+					"measure=%v step %d: prompt_tokens %d, want %d (scale %v, overhead %v)",
+					measure,
+					r.Step,
+					r.NIn,
+					want,
+					lc.Scale,
+					lc.Overhead,
+				)
 			}
 		}
 		// The measured mapping is kept in run.json for reruns.

@@ -37,7 +37,10 @@ func sizeLongContext(ctx context.Context, p *Plan) error {
 	lc := p.Scenarios.LongContext
 	t := p.Targets[0]
 	if t.API == APITGI {
-		return fmt.Errorf("scenarios.long_context.measure_tokenizer: target %q uses the TGI API, which reports no prompt token count; set scale and overhead by hand", t.Name)
+		return fmt.Errorf(
+			"scenarios.long_context.measure_tokenizer: target %q uses the TGI API, which reports no prompt token count; set scale and overhead by hand",
+			t.Name,
+		)
 	}
 	c, err := newClient(p, t, "new", time.Now(), 1)
 	if err != nil {
@@ -52,8 +55,14 @@ func sizeLongContext(ctx context.Context, p *Plan) error {
 	}
 	scale := float64(counts[1]-counts[0]) / float64(probeLong-probeShort)
 	if !(scale > 0) {
-		return fmt.Errorf("scenarios.long_context.measure_tokenizer: target %q reported %d then %d prompt tokens for %d and %d words: no usable scale",
-			t.Name, counts[0], counts[1], probeShort, probeLong)
+		return fmt.Errorf(
+			"scenarios.long_context.measure_tokenizer: target %q reported %d then %d prompt tokens for %d and %d words: no usable scale",
+			t.Name,
+			counts[0],
+			counts[1],
+			probeShort,
+			probeLong,
+		)
 	}
 	lc.Scale = scale
 	lc.Overhead = float64(counts[0]) - scale*probeShort

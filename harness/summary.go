@@ -70,7 +70,11 @@ type stepAgg struct {
 }
 
 func newStepAgg(slo SLO) *stepAgg {
-	return &stepAgg{slo: slo, s: results.StepSummary{Errors: map[results.ErrorClass]int{}}, warm: results.WarmupSummary{Errors: map[results.ErrorClass]int{}}}
+	return &stepAgg{
+		slo:  slo,
+		s:    results.StepSummary{Errors: map[results.ErrorClass]int{}},
+		warm: results.WarmupSummary{Errors: map[results.ErrorClass]int{}},
+	}
 }
 
 func (a *stepAgg) add(r *results.Record) {
@@ -185,7 +189,10 @@ func (a *stepAgg) warnings(s results.StepSummary) []string {
 	case n == 0 && s.Requests > 0:
 		w = append(w, "no successful request: no latency figures")
 	case n > 0 && n < minSamplesP99:
-		w = append(w, fmt.Sprintf("only %d samples: P99 needs at least %d, P99.9 at least %d", n, minSamplesP99, minSamplesP999))
+		w = append(
+			w,
+			fmt.Sprintf("only %d samples: P99 needs at least %d, P99.9 at least %d", n, minSamplesP99, minSamplesP999),
+		)
 	case n > 0 && n < minSamplesP999:
 		w = append(w, fmt.Sprintf("only %d samples: P99.9 needs at least %d", n, minSamplesP999))
 	}
@@ -195,16 +202,43 @@ func (a *stepAgg) warnings(s results.StepSummary) []string {
 			classes = append(classes, c)
 		}
 		slices.Sort(classes)
-		w = append(w, fmt.Sprintf("%d of %d requests failed %v; latencies cover successful requests only", failed, s.Requests, classes))
+		w = append(
+			w,
+			fmt.Sprintf(
+				"%d of %d requests failed %v; latencies cover successful requests only",
+				failed,
+				s.Requests,
+				classes,
+			),
+		)
 	}
 	if s.ScheduleLag.Count > 0 && s.ScheduleLag.P99 > 1 {
-		w = append(w, fmt.Sprintf("schedule lag p99 %.2f ms > 1 ms: the client sent late; see ttft_from_schedule_ms", s.ScheduleLag.P99))
+		w = append(
+			w,
+			fmt.Sprintf(
+				"schedule lag p99 %.2f ms > 1 ms: the client sent late; see ttft_from_schedule_ms",
+				s.ScheduleLag.P99,
+			),
+		)
 	}
 	if s.CapWait.Count > 0 {
-		w = append(w, fmt.Sprintf("%d requests waited for max_in_flight (p99 %.1f ms); counted in latency from schedule", s.CapWait.Count, s.CapWait.P99))
+		w = append(
+			w,
+			fmt.Sprintf(
+				"%d requests waited for max_in_flight (p99 %.1f ms); counted in latency from schedule",
+				s.CapWait.Count,
+				s.CapWait.P99,
+			),
+		)
 	}
 	if s.UsageDiscrepancies > 0 {
-		w = append(w, fmt.Sprintf("%d requests: server-reported output tokens differ from the tokens counted in the stream", s.UsageDiscrepancies))
+		w = append(
+			w,
+			fmt.Sprintf(
+				"%d requests: server-reported output tokens differ from the tokens counted in the stream",
+				s.UsageDiscrepancies,
+			),
+		)
 	}
 	var clamped int64
 	for _, m := range a.metrics() {

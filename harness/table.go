@@ -15,7 +15,10 @@ import (
 // the table.
 func WriteTable(w io.Writer, s results.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "step\ttarget\tload\tok/req\terrors\tTTFT p50\tp99\tITL p50\tp99\tTPOT p50\tE2E p50\tp99\tout tok/s\treq/s\tgoodput\tlag p99\t")
+	fmt.Fprintln(
+		tw,
+		"step\ttarget\tload\tok/req\terrors\tTTFT p50\tp99\tITL p50\tp99\tTPOT p50\tE2E p50\tp99\tout tok/s\treq/s\tgoodput\tlag p99\t",
+	)
 	for _, st := range s.Steps {
 		load := results.LoadLabel(st.Concurrency, st.Rate)
 		if st.Scenario != "concurrency" && st.Scenario != "rate" && st.Scenario != "" {
@@ -43,7 +46,16 @@ func WriteTable(w io.Writer, s results.Summary) error {
 			fmt.Fprintf(w, "step %d (%s): CLIENT-BOUND: %s\n", st.Step, st.Target, st.ClientBoundReason)
 		}
 		if ws := st.WarmupSummary; ws != nil {
-			fmt.Fprintf(w, "step %d (%s): warm-up %d/%d ok, errors %s, TTFT p50 %s ms (excluded above)\n", st.Step, st.Target, ws.OK, ws.Requests, errorCell(ws.Errors), ms(ws.TTFT, ws.TTFT.P50))
+			fmt.Fprintf(
+				w,
+				"step %d (%s): warm-up %d/%d ok, errors %s, TTFT p50 %s ms (excluded above)\n",
+				st.Step,
+				st.Target,
+				ws.OK,
+				ws.Requests,
+				errorCell(ws.Errors),
+				ms(ws.TTFT, ws.TTFT.P50),
+			)
 		}
 	}
 	return nil

@@ -35,7 +35,11 @@ type lagQuery struct {
 // recycles the record. The channel send blocks rather than drop a record.
 //
 // It also writes each step's histograms.jsonl line at the step's end.
-func (r *runner) writeLoop(w *results.LineWriter[results.Record], hw *results.LineWriter[results.StepHistograms], slo SLO) error {
+func (r *runner) writeLoop(
+	w *results.LineWriter[results.Record],
+	hw *results.LineWriter[results.StepHistograms],
+	slo SLO,
+) error {
 	var firstErr error
 	var failed int64
 	aggs := map[int]*stepAgg{}

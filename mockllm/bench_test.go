@@ -84,8 +84,10 @@ func benchStreams(b *testing.B, proto string, streams int, itl time.Duration, to
 	defer ts.Close()
 	addr := ts.Listener.Addr().String()
 
-	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`,
-		tokensPer)
+	body := fmt.Sprintf(
+		`{"messages":[{"role":"user","content":"bench"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`,
+		tokensPer,
+	)
 	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"+
 		"Content-Length: %d\r\n\r\n%s", len(body), body))
 	stream := func() error { return rawStream(network, addr, req) }
@@ -260,7 +262,8 @@ func rawStream(network, addr string, req []byte) error {
 		n, err := c.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			if bytes.Contains(chunk, done) || bytes.Contains(append(tail, chunk[:min(len(chunk), len(done))]...), done) {
+			if bytes.Contains(chunk, done) ||
+				bytes.Contains(append(tail, chunk[:min(len(chunk), len(done))]...), done) {
 				return nil
 			}
 			tail = append(tail[:0], chunk[max(0, n-len(done)):]...)

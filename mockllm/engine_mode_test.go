@@ -29,8 +29,18 @@ func TestEngineProfileTiming(t *testing.T) {
 	ts := httptest.NewServer(s)
 	defer func() { ts.Close(); s.Close() }()
 	const prompt = 500
-	resp, body := do(t, ts, http.MethodPost, "/v1/completions",
-		`{"prompt":"`+tokens.Prompt(prompt, 1)+`","max_tokens":4,"ignore_eos":true,"stream":true}`, "x-request-id", "e1")
+	resp, body := do(
+		t,
+		ts,
+		http.MethodPost,
+		"/v1/completions",
+		`{"prompt":"`+tokens.Prompt(
+			prompt,
+			1,
+		)+`","max_tokens":4,"ignore_eos":true,"stream":true}`,
+		"x-request-id",
+		"e1",
+	)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "[DONE]") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -74,7 +84,12 @@ func TestWaitingQueueFull(t *testing.T) {
 	long := `{"prompt":"a","max_tokens":5000,"ignore_eos":true,"stream":true}`
 	for i := range 2 {
 		go func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(long))
+			req, _ := http.NewRequestWithContext(
+				ctx,
+				http.MethodPost,
+				ts.URL+"/v1/completions",
+				strings.NewReader(long),
+			)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				io.Copy(io.Discard, resp.Body) // stay connected until the test ends
 				resp.Body.Close()

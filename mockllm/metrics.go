@@ -45,7 +45,9 @@ func newMetrics(s *Server) *metrics {
 	model := prometheus.Labels{"model_name": s.model}
 	m := &metrics{reg: reg}
 	hist := func(name, help string, buckets []float64) prometheus.Observer {
-		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: model})
+		h := prometheus.NewHistogram(
+			prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: model},
+		)
 		reg.MustRegister(h)
 		return h
 	}
@@ -81,7 +83,11 @@ func newMetrics(s *Server) *metrics {
 
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
-	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets)
+	m.e2e = hist(
+		"vllm:e2e_request_latency_seconds",
+		"Histogram of e2e request latency in seconds.",
+		requestLatencyBuckets,
+	)
 	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
 		requestLatencyBuckets)
 	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",

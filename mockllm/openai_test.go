@@ -31,7 +31,11 @@ func officialClient(t *testing.T, opts ...Option) (openai.Client, *Server) {
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() { ts.Close(); s.Close() })
-	return openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0)), s
+	return openai.NewClient(
+		option.WithBaseURL(ts.URL+"/v1/"),
+		option.WithAPIKey("sk-test"),
+		option.WithMaxRetries(0),
+	), s
 }
 
 func TestOpenAIClientStreamsWithUsage(t *testing.T) {

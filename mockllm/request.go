@@ -266,7 +266,13 @@ func commonChecks(j *job, so *streamOptions, n *int, _ string) *apiError {
 // "stop" after L tokens when L ≤ max_tokens, else with "length" after
 // max_tokens.
 func resolve(
-	j *job, lim limitsForDecode, maxTok *int, defaultMax, minTok int, ignoreEOS bool, reqSeed *int64, fingerprint uint64,
+	j *job,
+	lim limitsForDecode,
+	maxTok *int,
+	defaultMax, minTok int,
+	ignoreEOS bool,
+	reqSeed *int64,
+	fingerprint uint64,
 ) *apiError {
 	if maxTok != nil && *maxTok <= 0 {
 		return badRequest("max_tokens", fmt.Sprintf("max_tokens must be at least 1, got %d.", *maxTok))

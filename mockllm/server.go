@@ -272,8 +272,12 @@ func recovery(c *gin.Context) {
 				panic(v)
 			}
 			if !c.Writer.Written() {
-				writeAPIError(c.Writer, apiChat, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError",
-					code: http.StatusInternalServerError, message: fmt.Sprintf("internal error: %v", v)})
+				writeAPIError(
+					c.Writer,
+					apiChat,
+					&apiError{status: http.StatusInternalServerError, typ: "InternalServerError",
+						code: http.StatusInternalServerError, message: fmt.Sprintf("internal error: %v", v)},
+				)
 			}
 			c.Abort()
 		}

@@ -69,8 +69,15 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed JSON", "/v1/chat/completions", `{"messages":`, auth, 400, "", "malformed JSON"},
 		{"trailing garbage", "/v1/completions", `{"prompt":"a"} {}`, auth, 400, "", "malformed JSON"},
-		{"wrong type max_tokens", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}`,
-			auth, 400, "max_tokens", "max_tokens"},
+		{
+			"wrong type max_tokens",
+			"/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}`,
+			auth,
+			400,
+			"max_tokens",
+			"max_tokens",
+		},
 		{"wrong type messages", "/v1/chat/completions", `{"messages":"hi"}`, auth, 400, "messages", "messages"},
 		{"content of wrong type", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`,
 			auth, 400, "messages", "content"},
@@ -145,7 +152,8 @@ func TestTGIErrorsAndInfo(t *testing.T) {
 	for _, tc := range tests {
 		resp, body := do(t, ts, http.MethodPost, "/generate", tc.body)
 		var e tgiErrorBody
-		if resp.StatusCode != tc.status || json.Unmarshal(body, &e) != nil || e.ErrorType != tc.errType || e.Error == "" {
+		if resp.StatusCode != tc.status || json.Unmarshal(body, &e) != nil || e.ErrorType != tc.errType ||
+			e.Error == "" {
 			t.Errorf("%s: %d %s, want %d with error_type %q", tc.name, resp.StatusCode, body, tc.status, tc.errType)
 		}
 	}
@@ -331,9 +339,14 @@ func TestRateLimits(t *testing.T) {
 			ra, err := time.ParseDuration(resp.Header.Get("retry-after") + "s")
 			ms, err2 := time.ParseDuration(resp.Header.Get("retry-after-ms") + "ms")
 			if err != nil || err2 != nil || ms <= 0 || ra < ms || ra-ms >= time.Second {
-				t.Errorf("retry-after %q, retry-after-ms %q", resp.Header.Get("retry-after"), resp.Header.Get("retry-after-ms"))
+				t.Errorf(
+					"retry-after %q, retry-after-ms %q",
+					resp.Header.Get("retry-after"),
+					resp.Header.Get("retry-after-ms"),
+				)
 			}
-			if resp.Header.Get("x-ratelimit-reset-requests") == "" && resp.Header.Get("x-ratelimit-reset-tokens") == "" {
+			if resp.Header.Get("x-ratelimit-reset-requests") == "" &&
+				resp.Header.Get("x-ratelimit-reset-tokens") == "" {
 				t.Error("no x-ratelimit-reset-* header on the 429")
 			}
 		})
@@ -372,7 +385,12 @@ func TestMaxConcurrencyOverloaded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/generate", strings.NewReader(`{"inputs":"a"}`))
+		req, _ := http.NewRequestWithContext(
+			ctx,
+			http.MethodPost,
+			ts.URL+"/generate",
+			strings.NewReader(`{"inputs":"a"}`),
+		)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}

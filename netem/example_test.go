@@ -29,7 +29,10 @@ func ExampleProxy() {
 		io.WriteString(w, "pong")
 	}))
 	defer srv.Close()
-	p, err := netem.New(strings.TrimPrefix(srv.URL, "http://"), netem.Symmetric(netem.Direction{Latency: 20 * time.Millisecond}))
+	p, err := netem.New(
+		strings.TrimPrefix(srv.URL, "http://"),
+		netem.Symmetric(netem.Direction{Latency: 20 * time.Millisecond}),
+	)
 	if err != nil {
 		panic(err)
 	}

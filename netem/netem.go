@@ -73,11 +73,19 @@ func (c Config) Validate() error {
 		rules := []rule{
 			{"latency", d.Latency < 0, "must not be negative"},
 			{"jitter", d.Jitter < 0, "must not be negative"},
-			{"bandwidth", d.Bandwidth < 0 || math.IsNaN(d.Bandwidth) || math.IsInf(d.Bandwidth, 0), "must be a finite rate ≥ 0 (0 = unlimited)"},
+			{
+				"bandwidth",
+				d.Bandwidth < 0 || math.IsNaN(d.Bandwidth) || math.IsInf(d.Bandwidth, 0),
+				"must be a finite rate ≥ 0 (0 = unlimited)",
+			},
 			{"burst", d.Burst < 0, "must not be negative"},
 			{"stall_every", d.StallEvery < 0, "must not be negative"},
 			{"stall_for", d.StallFor < 0, "must not be negative"},
-			{"stall_for", (d.StallEvery > 0 || d.StallProb > 0) && d.StallFor <= 0, "must be positive when stall_every or stall_prob is set"},
+			{
+				"stall_for",
+				(d.StallEvery > 0 || d.StallProb > 0) && d.StallFor <= 0,
+				"must be positive when stall_every or stall_prob is set",
+			},
 			{"stall_for", d.StallEvery > 0 && d.StallFor >= d.StallEvery, "must be shorter than stall_every"},
 			{"stall_prob", !(d.StallProb >= 0 && d.StallProb <= 1), "must be in [0, 1]"},
 			{"reset_after", d.ResetAfter < 0, "must not be negative"},

@@ -59,10 +59,38 @@ func TestConfigValidate(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"zero", Config{}, ""}, // passthrough is valid
-		{"full", Config{Up: Direction{Latency: ms(5), Jitter: ms(1), Bandwidth: 1e6, Burst: 1000, StallEvery: time.Second, StallFor: ms(100), StallProb: 0.01, ResetAfter: 1e6, ResetProb: 0.001}}, ""},
-		{"negative latency", Config{Down: Direction{Latency: -1}}, "down.latency"},                                  // names the direction and field
-		{"stall without duration", Config{Up: Direction{StallEvery: time.Second}}, "up.stall_for must be positive"}, // a stall needs a length
-		{"stall longer than period", Config{Up: Direction{StallEvery: ms(10), StallFor: ms(10)}}, "shorter than stall_every"},
+		{
+			"full",
+			Config{
+				Up: Direction{
+					Latency:    ms(5),
+					Jitter:     ms(1),
+					Bandwidth:  1e6,
+					Burst:      1000,
+					StallEvery: time.Second,
+					StallFor:   ms(100),
+					StallProb:  0.01,
+					ResetAfter: 1e6,
+					ResetProb:  0.001,
+				},
+			},
+			"",
+		},
+		{
+			"negative latency",
+			Config{Down: Direction{Latency: -1}},
+			"down.latency",
+		}, // names the direction and field
+		{
+			"stall without duration",
+			Config{Up: Direction{StallEvery: time.Second}},
+			"up.stall_for must be positive",
+		}, // a stall needs a length
+		{
+			"stall longer than period",
+			Config{Up: Direction{StallEvery: ms(10), StallFor: ms(10)}},
+			"shorter than stall_every",
+		},
 		{"probability above 1", Config{Down: Direction{ResetProb: 1.5}}, "down.reset_prob"},
 		{"NaN bandwidth", Config{Up: Direction{Bandwidth: nan()}}, "up.bandwidth"},
 		{"negative chunk", Config{ChunkSize: -1}, "chunk_size"},

@@ -57,7 +57,12 @@ func New(upstream string, cfg Config) (*Proxy, error) {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
-	return &Proxy{upstream: upstream, cfg: cfg, dialer: net.Dialer{Timeout: cfg.DialTimeout}, pairs: map[*pair]struct{}{}}, nil
+	return &Proxy{
+		upstream: upstream,
+		cfg:      cfg,
+		dialer:   net.Dialer{Timeout: cfg.DialTimeout},
+		pairs:    map[*pair]struct{}{},
+	}, nil
 }
 
 // Listen listens on addr (e.g. "127.0.0.1:0") and serves in the background;

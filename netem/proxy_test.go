@@ -89,8 +89,11 @@ func TestProxyKeepsBytesInOrder(t *testing.T) {
 		cfg  Config
 	}{
 		{"passthrough", Config{}}, // zero config
-		{"jitter larger than latency", Symmetric(Direction{Latency: ms(2), Jitter: ms(5)})}, // order must survive jitter
-		{"small chunks", Config{ChunkSize: 7, Seed: 3, Up: Direction{Jitter: ms(1)}}},       // many tiny chunks
+		{
+			"jitter larger than latency",
+			Symmetric(Direction{Latency: ms(2), Jitter: ms(5)}),
+		}, // order must survive jitter
+		{"small chunks", Config{ChunkSize: 7, Seed: 3, Up: Direction{Jitter: ms(1)}}}, // many tiny chunks
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,7 +189,11 @@ func TestHarnessTTFTThroughProxy(t *testing.T) {
 	t.Parallel()
 	const lat, jit = 25 * time.Millisecond, 5 * time.Millisecond
 	m, srv := fixedMock(t, 20*time.Millisecond, 2*time.Millisecond)
-	p := startProxy(t, hostPort(t, srv.URL), Config{Seed: 9, Up: Direction{Latency: lat, Jitter: jit}, Down: Direction{Latency: lat, Jitter: jit}})
+	p := startProxy(
+		t,
+		hostPort(t, srv.URL),
+		Config{Seed: 9, Up: Direction{Latency: lat, Jitter: jit}, Down: Direction{Latency: lat, Jitter: jit}},
+	)
 	res, err := harness.Run(context.Background(), plan("http://"+p.Addr(), "reuse", 12), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +213,12 @@ func TestHarnessTTFTThroughProxy(t *testing.T) {
 		}
 		d := time.Duration((r.FirstTokenNS - r.SentNS) - (tr.FirstTokenNS - tr.ArrivalNS))
 		if d < 2*(lat-jit) {
-			t.Errorf("%s: client TTFT exceeds the server's by %v, less than the %v the proxy must add", r.ID, d, 2*(lat-jit))
+			t.Errorf(
+				"%s: client TTFT exceeds the server's by %v, less than the %v the proxy must add",
+				r.ID,
+				d,
+				2*(lat-jit),
+			)
 		}
 		added = append(added, d)
 	}
@@ -221,7 +233,14 @@ func TestHarnessTTFTThroughProxy(t *testing.T) {
 	if bound := 2*(lat+jit) + raceSlack*lat; added[len(added)/2] > bound {
 		t.Errorf("median added delay %v, want about %v (at most %v)", added[len(added)/2], 2*lat, bound)
 	}
-	t.Logf("added delay through the proxy: min %v median %v max %v (config 2×%v ± 2×%v)", added[0], added[len(added)/2], added[len(added)-1], lat, jit)
+	t.Logf(
+		"added delay through the proxy: min %v median %v max %v (config 2×%v ± 2×%v)",
+		added[0],
+		added[len(added)/2],
+		added[len(added)-1],
+		lat,
+		jit,
+	)
 }
 
 // TestHarnessSeesResetAsStreamCut resets every connection after 700 bytes

@@ -21,7 +21,13 @@ type shaper struct {
 }
 
 func newShaper(d Direction, seed uint64, start time.Time) *shaper {
-	return &shaper{d: d, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), start: start, bucketAt: start, tokens: float64(d.Burst)}
+	return &shaper{
+		d:        d,
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		start:    start,
+		bucketAt: start,
+		tokens:   float64(d.Burst),
+	}
 }
 
 // verdict is what happens to one chunk.

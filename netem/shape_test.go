@@ -35,8 +35,12 @@ func TestShaperSchedule(t *testing.T) {
 			[]want{{ms(50), 10, false}, {ms(51), 10, false}, {ms(150), 10, false}}},
 		// 10 kB/s: 1000-byte chunks read together leave 100 ms apart, and
 		// latency adds once on top (composition, not n × latency).
-		{"bandwidth then latency", Direction{Latency: ms(50), Bandwidth: 10_000}, []read{{0, 1000}, {0, 1000}, {0, 1000}},
-			[]want{{ms(150), 1000, false}, {ms(250), 1000, false}, {ms(350), 1000, false}}},
+		{
+			"bandwidth then latency",
+			Direction{Latency: ms(50), Bandwidth: 10_000},
+			[]read{{0, 1000}, {0, 1000}, {0, 1000}},
+			[]want{{ms(150), 1000, false}, {ms(250), 1000, false}, {ms(350), 1000, false}},
+		},
 		// An idle link does not bank time without a burst: a late chunk
 		// still takes its own transmission time.
 		{"no credit without burst", Direction{Bandwidth: 10_000}, []read{{0, 1000}, {ms(500), 1000}},
@@ -46,8 +50,12 @@ func TestShaperSchedule(t *testing.T) {
 			[]want{{0, 1000, false}, {0, 1000, false}, {ms(100), 1000, false}}},
 		// Periodic stall: link down in [100, 130) ms; a chunk read at 110 ms
 		// leaves at 130; one read before the window is untouched.
-		{"periodic stall", Direction{StallEvery: ms(100), StallFor: ms(30)}, []read{{ms(90), 1}, {ms(110), 1}, {ms(140), 1}},
-			[]want{{ms(90), 1, false}, {ms(130), 1, false}, {ms(140), 1, false}}},
+		{
+			"periodic stall",
+			Direction{StallEvery: ms(100), StallFor: ms(30)},
+			[]read{{ms(90), 1}, {ms(110), 1}, {ms(140), 1}},
+			[]want{{ms(90), 1, false}, {ms(130), 1, false}, {ms(140), 1, false}},
+		},
 		// Stall probability 1: each chunk waits StallFor after the previous.
 		{"random stall", Direction{StallProb: 1, StallFor: ms(20)}, []read{{0, 1}, {0, 1}},
 			[]want{{ms(20), 1, false}, {ms(40), 1, false}}},
@@ -67,7 +75,16 @@ func TestShaperSchedule(t *testing.T) {
 				v := s.schedule(t0.Add(r.at), r.n)
 				w := c.want[i]
 				if got := v.deliver.Sub(t0); got != w.deliver || v.pass != w.pass || v.reset != w.reset {
-					t.Errorf("read %d: deliver %v pass %d reset %v; want %v %d %v", i, got, v.pass, v.reset, w.deliver, w.pass, w.reset)
+					t.Errorf(
+						"read %d: deliver %v pass %d reset %v; want %v %d %v",
+						i,
+						got,
+						v.pass,
+						v.reset,
+						w.deliver,
+						w.pass,
+						w.reset,
+					)
 				}
 			}
 		})
@@ -114,33 +131,56 @@ func TestShaperJitter(t *testing.T) {
 // go back in time, no more bytes pass than were read, and after a reset
 // nothing more passes.
 func FuzzShaper(f *testing.F) {
-	f.Add(int64(ms(5)), int64(ms(2)), 1e4, 100, int64(ms(50)), int64(ms(5)), 0.1, int64(5000), 0.01, []byte{10, 200, 3, 90})
+	f.Add(
+		int64(ms(5)),
+		int64(ms(2)),
+		1e4,
+		100,
+		int64(ms(50)),
+		int64(ms(5)),
+		0.1,
+		int64(5000),
+		0.01,
+		[]byte{10, 200, 3, 90},
+	)
 	f.Add(int64(0), int64(ms(20)), 0.0, 0, int64(0), int64(0), 0.0, int64(0), 0.0, []byte{1, 1, 1})
-	f.Fuzz(func(t *testing.T, lat, jit int64, bw float64, burst int, every, stall int64, stallP float64, resetAfter int64, resetP float64, reads []byte) {
-		d := Direction{Latency: time.Duration(lat), Jitter: time.Duration(jit), Bandwidth: bw, Burst: burst,
-			StallEvery: time.Duration(every), StallFor: time.Duration(stall), StallProb: stallP, ResetAfter: resetAfter, ResetProb: resetP}
-		if (Config{Up: d}).Validate() != nil || d.Latency > time.Hour || d.Jitter > time.Hour || d.StallFor > time.Hour || (bw > 0 && bw < 1) {
-			return
-		}
-		s := newShaper(d, 3, t0)
-		at, prev := t0, t0
-		reset := false
-		var passed int64
-		for i, r := range reads {
-			at = at.Add(time.Duration(r) * time.Millisecond / 4)
-			n := int(r)*7 + 1
-			v := s.schedule(at, n)
-			if v.deliver.Before(at) || v.deliver.Before(prev) {
-				t.Fatalf("read %d at %v delivered at %v (previous %v)", i, at.Sub(t0), v.deliver.Sub(t0), prev.Sub(t0))
+	f.Fuzz(
+		func(t *testing.T, lat, jit int64, bw float64, burst int, every, stall int64, stallP float64, resetAfter int64, resetP float64, reads []byte) {
+			d := Direction{Latency: time.Duration(lat), Jitter: time.Duration(jit), Bandwidth: bw, Burst: burst,
+				StallEvery: time.Duration(
+					every,
+				), StallFor: time.Duration(stall), StallProb: stallP, ResetAfter: resetAfter, ResetProb: resetP}
+			if (Config{Up: d}).Validate() != nil || d.Latency > time.Hour || d.Jitter > time.Hour ||
+				d.StallFor > time.Hour ||
+				(bw > 0 && bw < 1) {
+				return
 			}
-			if v.pass < 0 || v.pass > n || (reset && v.pass != 0) {
-				t.Fatalf("read %d: pass %d of %d (reset before: %v)", i, v.pass, n, reset)
+			s := newShaper(d, 3, t0)
+			at, prev := t0, t0
+			reset := false
+			var passed int64
+			for i, r := range reads {
+				at = at.Add(time.Duration(r) * time.Millisecond / 4)
+				n := int(r)*7 + 1
+				v := s.schedule(at, n)
+				if v.deliver.Before(at) || v.deliver.Before(prev) {
+					t.Fatalf(
+						"read %d at %v delivered at %v (previous %v)",
+						i,
+						at.Sub(t0),
+						v.deliver.Sub(t0),
+						prev.Sub(t0),
+					)
+				}
+				if v.pass < 0 || v.pass > n || (reset && v.pass != 0) {
+					t.Fatalf("read %d: pass %d of %d (reset before: %v)", i, v.pass, n, reset)
+				}
+				passed += int64(v.pass)
+				if d.ResetAfter > 0 && passed > d.ResetAfter {
+					t.Fatalf("%d bytes passed, reset after %d", passed, d.ResetAfter)
+				}
+				prev, reset = v.deliver, reset || v.reset
 			}
-			passed += int64(v.pass)
-			if d.ResetAfter > 0 && passed > d.ResetAfter {
-				t.Fatalf("%d bytes passed, reset after %d", passed, d.ResetAfter)
-			}
-			prev, reset = v.deliver, reset || v.reset
-		}
-	})
+		},
+	)
 }

@@ -223,7 +223,12 @@ func Find(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer m.close()
 		url, truth = m.url, m
-		rep.Mock = fmt.Sprintf("in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU includes the mock's; use --url with a `testbed mock` in another process to measure the client alone", url, cfg.TTFT, cfg.ITL)
+		rep.Mock = fmt.Sprintf(
+			"in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU includes the mock's; use --url with a `testbed mock` in another process to measure the client alone",
+			url,
+			cfg.TTFT,
+			cfg.ITL,
+		)
 	} else {
 		truth = &remoteTruth{base: baseURL(url)}
 		rep.Mock = "at " + url + " (another process)"
@@ -299,7 +304,15 @@ func orDiscard(w io.Writer) io.Writer {
 
 // runLevel runs one level (closed loop at c, or open loop at r) and
 // compares its records with the truth.
-func runLevel(ctx context.Context, cfg Config, url string, truth truthSource, mon *clientmon.Monitor, c int, r float64) (*Level, error) {
+func runLevel(
+	ctx context.Context,
+	cfg Config,
+	url string,
+	truth truthSource,
+	mon *clientmon.Monitor,
+	c int,
+	r float64,
+) (*Level, error) {
 	stream := true
 	name := fmt.Sprintf("c%d", c)
 	warmup := c // one round, so connections exist before measuring
@@ -315,7 +328,11 @@ func runLevel(ctx context.Context, cfg Config, url string, truth truthSource, mo
 			InputTokens:  harness.Dist{Kind: "fixed", A: float64(cfg.InputTokens)},
 			OutputTokens: harness.Dist{Kind: "fixed", A: float64(cfg.OutputTokens)},
 		},
-		Load:      harness.Load{Duration: harness.Duration(cfg.StepDuration), Warmup: warmup, Arrival: harness.ArrivalPoisson},
+		Load: harness.Load{
+			Duration: harness.Duration(cfg.StepDuration),
+			Warmup:   warmup,
+			Arrival:  harness.ArrivalPoisson,
+		},
 		Stream:    &stream,
 		IgnoreEOS: true,
 	}
@@ -368,7 +385,15 @@ func judge(cfg Config, lv *Level) {
 		why = append(why, fmt.Sprintf("schedule lag p99 %.3f ms > %.3g ms", lv.ScheduleLagMS.P99, ms(cfg.MaxLag)))
 	}
 	if lv.ClientCPUPercent >= 100*cfg.CPUShare {
-		why = append(why, fmt.Sprintf("client CPU %.0f%% of %g cores ≥ %.0f%%", lv.ClientCPUPercent, lv.ClientCores, 100*cfg.CPUShare))
+		why = append(
+			why,
+			fmt.Sprintf(
+				"client CPU %.0f%% of %g cores ≥ %.0f%%",
+				lv.ClientCPUPercent,
+				lv.ClientCores,
+				100*cfg.CPUShare,
+			),
+		)
 	}
 	if total > 0 && float64(lv.Failed) > cfg.MaxFailures*float64(total) {
 		why = append(why, fmt.Sprintf("%d of %d requests failed", lv.Failed, total))
@@ -424,14 +449,26 @@ func ceiling(cfg Config, levels []Level) Ceiling {
 func (r *Report) sentence(cfg Config) string {
 	c := r.Ceiling
 	if c.Concurrency == 0 && c.RequestsPerS == 0 {
-		return fmt.Sprintf("this machine could not drive even the first level with measurement error ≤ %v (%s)", cfg.MaxError, c.Reason)
+		return fmt.Sprintf(
+			"this machine could not drive even the first level with measurement error ≤ %v (%s)",
+			cfg.MaxError,
+			c.Reason,
+		)
 	}
 	streams := "streams"
 	if c.Concurrency == 1 {
 		streams = "stream"
 	}
-	return fmt.Sprintf("this machine can drive up to %d %s / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
-		c.Concurrency, streams, c.RequestsPerS, c.TokensPerS, cfg.MaxError, cfg.MaxLag, 100*cfg.CPUShare)
+	return fmt.Sprintf(
+		"this machine can drive up to %d %s / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
+		c.Concurrency,
+		streams,
+		c.RequestsPerS,
+		c.TokensPerS,
+		cfg.MaxError,
+		cfg.MaxLag,
+		100*cfg.CPUShare,
+	)
 }
 
 // line is a level's progress line.
@@ -444,14 +481,36 @@ func (lv *Level) line() string {
 	if lv.OverLimit {
 		verdict = "OVER: " + lv.Reason
 	}
-	return fmt.Sprintf("%s %6d req  error p50 %.3f p99 %.3f max %.3f ms  lag p99 %.3f ms  cpu %3.0f%%  %8.0f tok/s %7.1f req/s  %s",
-		load, lv.Requests, lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max, lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
+	return fmt.Sprintf(
+		"%s %6d req  error p50 %.3f p99 %.3f max %.3f ms  lag p99 %.3f ms  cpu %3.0f%%  %8.0f tok/s %7.1f req/s  %s",
+		load,
+		lv.Requests,
+		lv.ErrorMS.P50,
+		lv.ErrorMS.P99,
+		lv.ErrorMS.Max,
+		lv.ScheduleLagMS.P99,
+		lv.ClientCPUPercent,
+		lv.TokensPerS,
+		lv.RequestsPerS,
+		verdict,
+	)
 }
 
 // WriteTable prints the report as a table with the sentence last.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "mock:", r.Mock)
-	fmt.Fprintf(w, "%-8s %7s %25s %10s %6s %10s %9s  %s\n", "level", "requests", "error ms p50/p99/max", "lag p99", "cpu%", "tok/s", "req/s", "verdict")
+	fmt.Fprintf(
+		w,
+		"%-8s %7s %25s %10s %6s %10s %9s  %s\n",
+		"level",
+		"requests",
+		"error ms p50/p99/max",
+		"lag p99",
+		"cpu%",
+		"tok/s",
+		"req/s",
+		"verdict",
+	)
 	for _, lv := range r.Levels {
 		load := results.LoadLabel(lv.Concurrency, lv.Rate)
 		verdict := "ok"
@@ -552,7 +611,12 @@ func startMock(cfg Config) (*localMock, error) {
 		srv.Close()
 		return nil, fmt.Errorf("calibrate: mock: %w", err)
 	}
-	m := &localMock{srv: srv, http: &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	m := &localMock{
+		srv:  srv,
+		http: &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second},
+		url:  "http://" + ln.Addr().String(),
+		done: make(chan error, 1),
+	}
 	go func() { m.done <- m.http.Serve(ln) }()
 	return m, nil
 }
@@ -595,7 +659,12 @@ func (r *remoteTruth) refresh(ctx context.Context) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("ground truth: GET %s/testbed/requests: %s: %s (is it a testbed mock?)", r.base, resp.Status, b)
+		return fmt.Errorf(
+			"ground truth: GET %s/testbed/requests: %s: %s (is it a testbed mock?)",
+			r.base,
+			resp.Status,
+			b,
+		)
 	}
 	r.byID = map[string]mockllm.Truth{}
 	dec := json.NewDecoder(resp.Body)

@@ -41,14 +41,34 @@ func checkLevels(t *testing.T, rep *Report, want int) {
 	}
 	for _, lv := range rep.Levels {
 		if lv.Requests == 0 || lv.Unmatched != 0 || lv.Failed != 0 {
-			t.Errorf("c=%d r=%g: %d compared, %d unmatched, %d failed", lv.Concurrency, lv.Rate, lv.Requests, lv.Unmatched, lv.Failed)
+			t.Errorf(
+				"c=%d r=%g: %d compared, %d unmatched, %d failed",
+				lv.Concurrency,
+				lv.Rate,
+				lv.Requests,
+				lv.Unmatched,
+				lv.Failed,
+			)
 		}
 		if lv.ImpossibleTT != 0 || lv.TTFTErrorMS.P50 < 0 {
-			t.Errorf("c=%d r=%g: %d client TTFTs below the server's (TTFT error p50 %v)", lv.Concurrency, lv.Rate, lv.ImpossibleTT, lv.TTFTErrorMS.P50)
+			t.Errorf(
+				"c=%d r=%g: %d client TTFTs below the server's (TTFT error p50 %v)",
+				lv.Concurrency,
+				lv.Rate,
+				lv.ImpossibleTT,
+				lv.TTFTErrorMS.P50,
+			)
 		}
 		q := lv.ErrorMS
 		if !(q.P50 <= q.P99 && q.P99 <= q.Max) || lv.TokensPerS <= 0 || lv.RequestsPerS <= 0 {
-			t.Errorf("c=%d r=%g: error %+v, %v tok/s, %v req/s", lv.Concurrency, lv.Rate, q, lv.TokensPerS, lv.RequestsPerS)
+			t.Errorf(
+				"c=%d r=%g: error %+v, %v tok/s, %v req/s",
+				lv.Concurrency,
+				lv.Rate,
+				q,
+				lv.TokensPerS,
+				lv.RequestsPerS,
+			)
 		}
 		if lv.OverLimit {
 			t.Errorf("c=%d r=%g over limits out of reach: %s", lv.Concurrency, lv.Rate, lv.Reason)
@@ -65,7 +85,8 @@ func TestCalibrateInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLevels(t, rep, 3)
-	if rep.Ceiling.Concurrency != 5 || rep.Ceiling.RequestsPerS <= 0 || !strings.Contains(rep.Ceiling.Reason, "above the largest") {
+	if rep.Ceiling.Concurrency != 5 || rep.Ceiling.RequestsPerS <= 0 ||
+		!strings.Contains(rep.Ceiling.Reason, "above the largest") {
 		t.Errorf("ceiling %+v, want 5 streams with no level over a limit", rep.Ceiling)
 	}
 	if !strings.Contains(rep.Sentence, "can drive up to 5 streams") || !strings.Contains(rep.Mock, "in-process") {
@@ -142,7 +163,15 @@ func TestJudgeAndCeiling(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
 	ok := func(c int, r, rps float64) Level {
-		return Level{Concurrency: c, Rate: r, Requests: 100, ErrorMS: Quantiles{0.1, 0.5, 0.9}, ClientCPUPercent: 30, RequestsPerS: rps, TokensPerS: 32 * rps}
+		return Level{
+			Concurrency:      c,
+			Rate:             r,
+			Requests:         100,
+			ErrorMS:          Quantiles{0.1, 0.5, 0.9},
+			ClientCPUPercent: 30,
+			RequestsPerS:     rps,
+			TokensPerS:       32 * rps,
+		}
 	}
 	cases := []struct {
 		name     string
@@ -152,11 +181,23 @@ func TestJudgeAndCeiling(t *testing.T) {
 		// Every figure under its limit.
 		{"fine", ok(10, 0, 15), ""},
 		// Error p99 just over 1 ms.
-		{"error", func() Level { l := ok(100, 0, 150); l.ErrorMS.P99 = 1.2; return l }(), "measurement error p99 1.200 ms > 1 ms"},
+		{
+			"error",
+			func() Level { l := ok(100, 0, 150); l.ErrorMS.P99 = 1.2; return l }(),
+			"measurement error p99 1.200 ms > 1 ms",
+		},
 		// Schedule lag p99 over 1 ms.
-		{"lag", func() Level { l := ok(0, 500, 500); l.ScheduleLagMS.P99 = 3; return l }(), "schedule lag p99 3.000 ms"},
+		{
+			"lag",
+			func() Level { l := ok(0, 500, 500); l.ScheduleLagMS.P99 = 3; return l }(),
+			"schedule lag p99 3.000 ms",
+		},
 		// CPU exactly at 85 % counts as saturated.
-		{"cpu", func() Level { l := ok(1000, 0, 1400); l.ClientCPUPercent = 85; l.ClientCores = 2; return l }(), "client CPU 85% of 2 cores"},
+		{
+			"cpu",
+			func() Level { l := ok(1000, 0, 1400); l.ClientCPUPercent = 85; l.ClientCores = 2; return l }(),
+			"client CPU 85% of 2 cores",
+		},
 		// Failures above 1 % of requests.
 		{"failures", func() Level { l := ok(2000, 0, 0); l.Failed = 5; return l }(), "5 of 105 requests failed"},
 		// Nothing to compare.
@@ -177,7 +218,8 @@ func TestJudgeAndCeiling(t *testing.T) {
 	if c.Concurrency != 10 || c.RequestsPerS != 15 || c.TokensPerS != 480 {
 		t.Errorf("ceiling %+v, want 10 streams, 15 req/s, 480 tok/s", c)
 	}
-	if !strings.Contains(c.Reason, "at 100 streams: measurement error") || !strings.Contains(c.Reason, "at 500 req/s: schedule lag") {
+	if !strings.Contains(c.Reason, "at 100 streams: measurement error") ||
+		!strings.Contains(c.Reason, "at 500 req/s: schedule lag") {
 		t.Errorf("ceiling reason %q", c.Reason)
 	}
 }
@@ -194,13 +236,26 @@ func TestCompare(t *testing.T) {
 	t.Parallel()
 	truth := fixedTruth{
 		// Server: arrival 1000, tokens at 11000, 16000, 21000 ns.
-		"a": {ID: "a", ArrivalNS: 1_000, FirstTokenNS: 11_000, LastTokenNS: 21_000, TokenNS: []int64{11_000, 16_000, 21_000}},
+		"a": {
+			ID:           "a",
+			ArrivalNS:    1_000,
+			FirstTokenNS: 11_000,
+			LastTokenNS:  21_000,
+			TokenNS:      []int64{11_000, 16_000, 21_000},
+		},
 		"b": {ID: "b", ArrivalNS: 0, FirstTokenNS: 10_000, LastTokenNS: 10_000, TokenNS: []int64{10_000}},
 	}
 	recs := []results.Record{
 		// Client: TTFT 10600 ns against the server's 10000 (+0.6 µs), E2E
 		// +0.8 µs, gaps 5000 and 5200 against 5000 and 5000.
-		{ID: "a", Stream: true, SentNS: 1_000, FirstTokenNS: 11_600, LastTokenNS: 21_800, ChunkGapsNS: []int64{5_000, 5_200}},
+		{
+			ID:           "a",
+			Stream:       true,
+			SentNS:       1_000,
+			FirstTokenNS: 11_600,
+			LastTokenNS:  21_800,
+			ChunkGapsNS:  []int64{5_000, 5_200},
+		},
 		// Chunk count differs from the server's: unmatched.
 		{ID: "b", Stream: true, SentNS: 1, FirstTokenNS: 20_000, LastTokenNS: 25_000, ChunkGapsNS: []int64{5_000}},
 		// No truth at all: unmatched.

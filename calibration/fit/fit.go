@@ -228,7 +228,10 @@ func pickTarget(recs []results.Record, want string) (string, []results.Record, e
 			return t, rs, nil
 		}
 	}
-	return "", nil, fmt.Errorf("fit: the run measured several targets (%s): choose one with --target", strings.Join(keys(by), ", "))
+	return "", nil, fmt.Errorf(
+		"fit: the run measured several targets (%s): choose one with --target",
+		strings.Join(keys(by), ", "),
+	)
 }
 
 func keys[V any](m map[string]V) []string {
@@ -530,13 +533,23 @@ func toFloats(v []int) []float64 {
 func (e *Engine) weakness() string {
 	var why []string
 	if e.Consistency < minConsistency {
-		why = append(why, fmt.Sprintf("only %.0f%% of requests agree with the reconstructed steps (want ≥ %.0f%%): the server may not batch in lockstep, or --burst-gap needs setting", 100*e.Consistency, 100*minConsistency))
+		why = append(
+			why,
+			fmt.Sprintf(
+				"only %.0f%% of requests agree with the reconstructed steps (want ≥ %.0f%%): the server may not batch in lockstep, or --burst-gap needs setting",
+				100*e.Consistency,
+				100*minConsistency,
+			),
+		)
 	}
 	if e.Steps < minSteps {
 		why = append(why, fmt.Sprintf("only %d steps (want ≥ %d)", e.Steps, minSteps))
 	}
 	if e.R2 < minR2 && e.RMSEMS > maxRelRMSE*e.MeanStepMS {
-		why = append(why, fmt.Sprintf("R² %.3f and residual RMS %.3f ms over a mean step of %.3f ms", e.R2, e.RMSEMS, e.MeanStepMS))
+		why = append(
+			why,
+			fmt.Sprintf("R² %.3f and residual RMS %.3f ms over a mean step of %.3f ms", e.R2, e.RMSEMS, e.MeanStepMS),
+		)
 	}
 	// A term is too uncertain when its standard error, at the largest
 	// prefill or batch seen, moves a step by more than 10 % of a mean step.
@@ -549,11 +562,21 @@ func (e *Engine) weakness() string {
 		{"β2", e.StdErrUS[2] * float64(e.MaxDecode)},
 	} {
 		if u.se > maxRelRMSE*e.MeanStepMS*1e3 {
-			why = append(why, fmt.Sprintf("%s is too uncertain (±%.0f µs of a step's time; a wider concurrency ladder and spread of prompt lengths pin it down)", u.name, u.se))
+			why = append(
+				why,
+				fmt.Sprintf(
+					"%s is too uncertain (±%.0f µs of a step's time; a wider concurrency ladder and spread of prompt lengths pin it down)",
+					u.name,
+					u.se,
+				),
+			)
 		}
 	}
 	if e.Beta0US <= 0 || e.Beta1US < 0 || e.Beta2US < 0 {
-		why = append(why, fmt.Sprintf("a negative or zero coefficient (β = %.1f, %.3f, %.3f µs)", e.Beta0US, e.Beta1US, e.Beta2US))
+		why = append(
+			why,
+			fmt.Sprintf("a negative or zero coefficient (β = %.1f, %.3f, %.3f µs)", e.Beta0US, e.Beta1US, e.Beta2US),
+		)
 	}
 	return strings.Join(why, "; ")
 }
@@ -570,28 +593,75 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "fixed: at %s (%d requests): TTFT p50 %s (p99 %s), ITL p50 %s (p99 %s), ITL spread CV %.3f\n",
 		f.Level, f.Requests, fmtMS(f.TTFT), fmtMS(f.TTFTP99), fmtMS(f.ITL), fmtMS(f.ITLP99), f.CV)
 	if e := r.Engine; e != nil {
-		fmt.Fprintf(w, "engine: step time = β0 + β1·prefill tokens + β2·decode tokens, least squares over %d reconstructed steps (%d from idle, %d outliers left out)\n",
-			e.Steps, e.IdleSteps, e.Outliers)
+		fmt.Fprintf(
+			w,
+			"engine: step time = β0 + β1·prefill tokens + β2·decode tokens, least squares over %d reconstructed steps (%d from idle, %d outliers left out)\n",
+			e.Steps,
+			e.IdleSteps,
+			e.Outliers,
+		)
 		fmt.Fprintf(w, "  β0 = %.1f ± %.1f µs   β1 = %.3f ± %.3f µs/token   β2 = %.3f ± %.3f µs/token\n",
 			e.Beta0US, e.StdErrUS[0], e.Beta1US, e.StdErrUS[1], e.Beta2US, e.StdErrUS[2])
-		fmt.Fprintf(w, "  goodness: R² %.4f, residual RMS %.3f ms, |residual| p50 %.3f ms p99 %.3f ms, mean step %.3f ms\n",
-			e.R2, e.RMSEMS, e.ResidP50MS, e.ResidP99MS, e.MeanStepMS)
+		fmt.Fprintf(
+			w,
+			"  goodness: R² %.4f, residual RMS %.3f ms, |residual| p50 %.3f ms p99 %.3f ms, mean step %.3f ms\n",
+			e.R2,
+			e.RMSEMS,
+			e.ResidP50MS,
+			e.ResidP99MS,
+			e.MeanStepMS,
+		)
 		if e.SendToEngineMS != 0 {
-			fmt.Fprintf(w, "  steps from idle start %.3f ms after the client's send (network, parsing, tokenization)\n", e.SendToEngineMS)
+			fmt.Fprintf(
+				w,
+				"  steps from idle start %.3f ms after the client's send (network, parsing, tokenization)\n",
+				e.SendToEngineMS,
+			)
 		}
-		fmt.Fprintf(w, "  reconstruction: bursts cut at %.3f ms gaps, %d split, %d catch-ups after pauses, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
-			e.BurstGapMS, e.Split, e.CatchUps, e.Rejoined, 100*e.Consistency, e.Merged)
+		fmt.Fprintf(
+			w,
+			"  reconstruction: bursts cut at %.3f ms gaps, %d split, %d catch-ups after pauses, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
+			e.BurstGapMS,
+			e.Split,
+			e.CatchUps,
+			e.Rejoined,
+			100*e.Consistency,
+			e.Merged,
+		)
 		switch {
 		case e.CapSource == "server metrics":
-			fmt.Fprintf(w, "  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at most %.0f%% then)\n",
-				e.MaxNumSeqs, e.Server.QueuedScrapes, e.Server.Scrapes, 100*e.Server.MaxKVUsage)
+			fmt.Fprintf(
+				w,
+				"  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at most %.0f%% then)\n",
+				e.MaxNumSeqs,
+				e.Server.QueuedScrapes,
+				e.Server.Scrapes,
+				100*e.Server.MaxKVUsage,
+			)
 		case e.Saturated:
-			fmt.Fprintf(w, "  max_num_seqs = %d: %d requests queued behind batches of that size\n", e.MaxNumSeqs, e.Queued)
+			fmt.Fprintf(
+				w,
+				"  max_num_seqs = %d: %d requests queued behind batches of that size\n",
+				e.MaxNumSeqs,
+				e.Queued,
+			)
 		default:
-			fmt.Fprintf(w, "  max_num_seqs: never reached (largest batch %d, %d requests queued); profile keeps %d\n", e.MaxBatch, e.Queued, e.MaxNumSeqs)
+			fmt.Fprintf(
+				w,
+				"  max_num_seqs: never reached (largest batch %d, %d requests queued); profile keeps %d\n",
+				e.MaxBatch,
+				e.Queued,
+				e.MaxNumSeqs,
+			)
 		}
 		if e.ColdSteps > 0 {
-			fmt.Fprintf(w, "  cold start %s (%d cold steps), idle timeout %s\n", e.ColdStart, e.ColdSteps, e.IdleTimeout)
+			fmt.Fprintf(
+				w,
+				"  cold start %s (%d cold steps), idle timeout %s\n",
+				e.ColdStart,
+				e.ColdSteps,
+				e.IdleTimeout,
+			)
 		} else {
 			fmt.Fprintln(w, "  cold start: none seen (a run whose first request was warm shows none)")
 		}

@@ -24,7 +24,14 @@ import (
 // Each request reaches the engine 100 µs after it is sent, and each chunk is
 // seen up to arrivalJitter after its due time, so the fit works on the
 // imperfect timings a client records, not on the engine's exact schedule.
-func simulate(t *testing.T, p engine.Profile, levels []int, perLevel int, idle, arrivalJitter time.Duration, seed uint64) []results.Record {
+func simulate(
+	t *testing.T,
+	p engine.Profile,
+	levels []int,
+	perLevel int,
+	idle, arrivalJitter time.Duration,
+	seed uint64,
+) []results.Record {
 	t.Helper()
 	var recs []results.Record
 	synctest.Test(t, func(t *testing.T) {
@@ -63,7 +70,10 @@ func simulate(t *testing.T, p engine.Profile, levels []int, perLevel int, idle, 
 						it := items[i]
 						sent := int64(time.Since(t0))
 						time.Sleep(100 * time.Microsecond)
-						st, err := sched.Start(context.Background(), engine.Request{ID: it.id, PromptTokens: it.nin, OutputTokens: it.nout})
+						st, err := sched.Start(
+							context.Background(),
+							engine.Request{ID: it.id, PromptTokens: it.nin, OutputTokens: it.nout},
+						)
 						if err != nil {
 							t.Error(err)
 							return
@@ -134,9 +144,21 @@ func TestFitRecoversEngine(t *testing.T) {
 		jitter time.Duration
 	}{
 		// SPEC.md's H100 fit; the ladder passes max_num_seqs, so requests queue.
-		{"llama3-8b-h100", testEngine(5753, 17.25, 6.0, 32, 3*time.Second, 0), []int{1, 8, 32, 64}, 128, 200 * time.Microsecond},
+		{
+			"llama3-8b-h100",
+			testEngine(5753, 17.25, 6.0, 32, 3*time.Second, 0),
+			[]int{1, 8, 32, 64},
+			128,
+			200 * time.Microsecond,
+		},
 		// SPEC.md's A100 fit, with a client that sees chunks up to 1 ms late.
-		{"llama3-8b-a100", testEngine(16442, 47.8, 18.2, 32, 3*time.Second, 0), []int{1, 8, 32, 64}, 128, time.Millisecond},
+		{
+			"llama3-8b-a100",
+			testEngine(16442, 47.8, 18.2, 32, 3*time.Second, 0),
+			[]int{1, 8, 32, 64},
+			128,
+			time.Millisecond,
+		},
 		// Large β: few requests separate the terms easily.
 		{"large beta", testEngine(20000, 100, 500, 8, 5*time.Second, 0), []int{1, 4, 16}, 48, 500 * time.Microsecond},
 	}
@@ -208,7 +230,15 @@ func TestFitColdAfterIdle(t *testing.T) {
 // --profile FILE` uses) and equals the fitted one.
 func TestProfileFileLoads(t *testing.T) {
 	t.Parallel()
-	recs := simulate(t, testEngine(20000, 100, 500, 8, time.Second, 0), []int{1, 4, 16}, 32, time.Second, 100*time.Microsecond, 3)
+	recs := simulate(
+		t,
+		testEngine(20000, 100, 500, 8, time.Second, 0),
+		[]int{1, 4, 16},
+		32,
+		time.Second,
+		100*time.Microsecond,
+		3,
+	)
 	res, err := Records(recs, WithName("roundtrip"))
 	if err != nil {
 		t.Fatal(err)

@@ -22,13 +22,27 @@ func TestServerBatch(t *testing.T) {
 		wantError bool
 	}{
 		// vLLM: requests waited while 8 ran, the KV cache a third full: the cap is 8.
-		{"vllm queued", `{"t_ns":1,"metrics":{"vllm:num_requests_running{model_name=\"m\"}":3,"vllm:num_requests_waiting{model_name=\"m\"}":0}}
+		{
+			"vllm queued",
+			`{"t_ns":1,"metrics":{"vllm:num_requests_running{model_name=\"m\"}":3,"vllm:num_requests_waiting{model_name=\"m\"}":0}}
 {"t_ns":2,"metrics":{"vllm:num_requests_running{model_name=\"m\"}":8,"vllm:num_requests_waiting{model_name=\"m\"}":5,"vllm:kv_cache_usage_perc{model_name=\"m\"}":0.33}}
-`, ServerBatch{Scrapes: 2, MaxRunning: 8, MaxRunningQueued: 8, QueuedScrapes: 1, MaxKVUsage: 0.33}, 8, "server metrics", false},
+`,
+			ServerBatch{Scrapes: 2, MaxRunning: 8, MaxRunningQueued: 8, QueuedScrapes: 1, MaxKVUsage: 0.33},
+			8,
+			"server metrics",
+			false,
+		},
 		// Waiting with the KV cache full: the batch was limited by memory,
 		// not by max_num_seqs, so the gauges say nothing about the cap.
-		{"kv full", `{"t_ns":1,"metrics":{"vllm:num_requests_running":5,"vllm:num_requests_waiting":9,"vllm:kv_cache_usage_perc":0.99}}
-`, ServerBatch{Scrapes: 1, MaxRunning: 5, MaxRunningQueued: 5, QueuedScrapes: 1, MaxKVUsage: 0.99}, 256, "not reached", false},
+		{
+			"kv full",
+			`{"t_ns":1,"metrics":{"vllm:num_requests_running":5,"vllm:num_requests_waiting":9,"vllm:kv_cache_usage_perc":0.99}}
+`,
+			ServerBatch{Scrapes: 1, MaxRunning: 5, MaxRunningQueued: 5, QueuedScrapes: 1, MaxKVUsage: 0.99},
+			256,
+			"not reached",
+			false,
+		},
 		// TGI's gauges; a failed scrape and a torn line are counted or skipped, never fatal.
 		{"tgi", `{"t_ns":1,"metrics":{"tgi_batch_current_size":4,"tgi_queue_size":2}}
 {"t_ns":2,"error":"connection refused"}
@@ -55,7 +69,15 @@ func TestServerBatch(t *testing.T) {
 // cap from it when the reconstruction never saw the batch full.
 func TestFitDirServerMetrics(t *testing.T) {
 	t.Parallel()
-	recs := simulate(t, testEngine(20000, 100, 500, 64, 0, 0), []int{1, 4, 16}, 32, time.Second, 100*time.Microsecond, 9)
+	recs := simulate(
+		t,
+		testEngine(20000, 100, 500, 64, 0, 0),
+		[]int{1, 4, 16},
+		32,
+		time.Second,
+		100*time.Microsecond,
+		9,
+	)
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, results.RecordsFile))
 	if err != nil {

@@ -21,15 +21,45 @@ func TestBurstRepair(t *testing.T) {
 	}{
 		// Two steps ran together (requests 0 and 1 twice in one burst): cut
 		// at the widest gap between request 0's chunks, between 12 and 20.
-		{"split", []int64{10, 11, 12, 20, 21}, []int32{0, 1, 2, 0, 1}, 10, []int64{10, 20}, []bool{false, false}, 1, 0, 0},
+		{
+			"split",
+			[]int64{10, 11, 12, 20, 21},
+			[]int32{0, 1, 2, 0, 1},
+			10,
+			[]int64{10, 20},
+			[]bool{false, false},
+			1,
+			0,
+			0,
+		},
 		// A pause, then each stream's two overdue chunks written back to
 		// back (0,0 then 1,1 then 2,2): two stall steps, each with every
 		// request once, not cuts in time order.
-		{"catch-up", []int64{100, 101, 110, 111, 120, 121}, []int32{0, 0, 1, 1, 2, 2}, 50, []int64{100, 101}, []bool{true, true}, 0, 1, 0},
+		{
+			"catch-up",
+			[]int64{100, 101, 110, 111, 120, 121},
+			[]int32{0, 0, 1, 1, 2, 2},
+			50,
+			[]int64{100, 101},
+			[]bool{true, true},
+			0,
+			1,
+			0,
+		},
 		// Request 2's chunk of the second step came late, alone: it seems to
 		// skip that step, which a running sequence never does, so it rejoins
 		// the burst before.
-		{"late tail", []int64{0, 1, 2, 10, 11, 16, 30, 31, 32}, []int32{0, 1, 2, 0, 1, 2, 0, 1, 2}, 3, []int64{0, 10, 30}, []bool{false, false, false}, 0, 0, 1},
+		{
+			"late tail",
+			[]int64{0, 1, 2, 10, 11, 16, 30, 31, 32},
+			[]int32{0, 1, 2, 0, 1, 2, 0, 1, 2},
+			3,
+			[]int64{0, 10, 30},
+			[]bool{false, false, false},
+			0,
+			0,
+			1,
+		},
 		// A genuine step: its requests were all in the step before.
 		{"genuine", []int64{10, 11, 30, 31}, []int32{0, 1, 0, 1}, 5, []int64{10, 30}, []bool{false, false}, 0, 0, 0},
 		// A new request's first chunk alone after a step is a step of its
@@ -56,8 +86,19 @@ func TestBurstRepair(t *testing.T) {
 			}
 			if !reflect.DeepEqual(ends, tc.wantEnds) || !reflect.DeepEqual(stall, tc.wantStall) ||
 				split != tc.wantSplit || catch != tc.wantCatch || joined != tc.wantJoin {
-				t.Errorf("ends %v stall %v split %d catch-ups %d joined %d; want %v %v %d %d %d",
-					ends, stall, split, catch, joined, tc.wantEnds, tc.wantStall, tc.wantSplit, tc.wantCatch, tc.wantJoin)
+				t.Errorf(
+					"ends %v stall %v split %d catch-ups %d joined %d; want %v %v %d %d %d",
+					ends,
+					stall,
+					split,
+					catch,
+					joined,
+					tc.wantEnds,
+					tc.wantStall,
+					tc.wantSplit,
+					tc.wantCatch,
+					tc.wantJoin,
+				)
 			}
 		})
 	}

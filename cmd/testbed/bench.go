@@ -37,10 +37,24 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	fs.IntVar(&p.Load.Requests, "requests", 0, "measured requests per step (default 50 unless --duration)")
 	fs.Var(durationFlag{&p.Load.Duration}, "duration", "measured time per step, e.g. 30s")
 	fs.IntVar(&p.Load.Warmup, "warmup", 0, "warm-up requests per step, excluded from the statistics")
-	fs.IntVar(&p.Load.MaxInFlight, "max-in-flight", 0, "cap on requests in flight in open loop (0 = none); waiting is reported")
-	fs.Var(&p.Dataset.InputTokens, "input-tokens", "input length: fixed:N, uniform:A,B, normal:M,SD, lognormal:M,SD, empirical:FILE")
+	fs.IntVar(
+		&p.Load.MaxInFlight,
+		"max-in-flight",
+		0,
+		"cap on requests in flight in open loop (0 = none); waiting is reported",
+	)
+	fs.Var(
+		&p.Dataset.InputTokens,
+		"input-tokens",
+		"input length: fixed:N, uniform:A,B, normal:M,SD, lognormal:M,SD, empirical:FILE",
+	)
 	fs.Var(&p.Dataset.OutputTokens, "output-tokens", "output length, same forms as --input-tokens")
-	fs.StringVar(&p.Dataset.Prompts, "prompts", "", "prompt file (JSONL or ShareGPT .json) instead of synthetic prompts")
+	fs.StringVar(
+		&p.Dataset.Prompts,
+		"prompts",
+		"",
+		"prompt file (JSONL or ShareGPT .json) instead of synthetic prompts",
+	)
 	fs.BoolVar(&stream, "stream", true, "stream responses")
 	fs.Int64Var(&p.Seed, "seed", 1, "seed for requests and arrivals")
 	fs.StringVar(&p.Connection, "connection", "reuse", "reuse connections, or new for one per request")

@@ -17,17 +17,23 @@ func TestBenchPlan(t *testing.T) {
 		wantErr string
 	}{
 		// Ladders, arrivals and distributions parse into the plan.
-		{"ladders", []string{"--url", "http://127.0.0.1:1/v1", "--model", "m", "--concurrency", "1,5,10", "--rate", "10,20.5",
-			"--arrival", "gamma", "--burstiness", "0.5", "--duration", "5s", "--warmup", "3", "--input-tokens", "uniform:64,256",
-			"--output-tokens", "lognormal:128,32", "--stream=false", "--seed", "9", "-o", "dir"}, func(t *testing.T, p planView) {
-			if !reflect.DeepEqual(p.conc, []int{1, 5, 10}) || !reflect.DeepEqual(p.rate, []float64{10, 20.5}) {
-				t.Errorf("ladders %v %v", p.conc, p.rate)
-			}
-			if p.arrival != "gamma" || p.burst != 0.5 || p.duration != 5*time.Second || p.warmup != 3 || p.in != "uniform:64,256" ||
-				p.out != "lognormal:128,32" || p.stream || p.seed != 9 || p.dir != "dir" || p.requests != 0 {
-				t.Errorf("plan %+v", p)
-			}
-		}, ""},
+		{
+			"ladders",
+			[]string{"--url", "http://127.0.0.1:1/v1", "--model", "m", "--concurrency", "1,5,10", "--rate", "10,20.5",
+				"--arrival", "gamma", "--burstiness", "0.5", "--duration", "5s", "--warmup", "3", "--input-tokens", "uniform:64,256",
+				"--output-tokens", "lognormal:128,32", "--stream=false", "--seed", "9", "-o", "dir"},
+			func(t *testing.T, p planView) {
+				if !reflect.DeepEqual(p.conc, []int{1, 5, 10}) || !reflect.DeepEqual(p.rate, []float64{10, 20.5}) {
+					t.Errorf("ladders %v %v", p.conc, p.rate)
+				}
+				if p.arrival != "gamma" || p.burst != 0.5 || p.duration != 5*time.Second || p.warmup != 3 || p.in != "uniform:64,256" ||
+					p.out != "lognormal:128,32" || p.stream || p.seed != 9 || p.dir != "dir" ||
+					p.requests != 0 {
+					t.Errorf("plan %+v", p)
+				}
+			},
+			"",
+		},
 		// Defaults: one step at concurrency 1, 50 requests, streaming.
 		{"defaults", []string{"--url", "http://h:1", "--model", "m"}, func(t *testing.T, p planView) {
 			if !reflect.DeepEqual(p.conc, []int{1}) || p.requests != 50 || !p.stream || p.in != "fixed:128" {

@@ -12,7 +12,13 @@ import (
 )
 
 func init() {
-	register(command{name: "calibrate", summary: "find this client's ceiling: measurement error against the mock's ground truth at rising load", run: runCalibrate})
+	register(
+		command{
+			name:    "calibrate",
+			summary: "find this client's ceiling: measurement error against the mock's ground truth at rising load",
+			run:     runCalibrate,
+		},
+	)
 }
 
 func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,7 +26,11 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	def := ceiling.DefaultConfig()
 	quick := fs.Bool("quick", false, "short run: c=1,10,100 and 50,200 req/s, 1s per level")
-	url := fs.String("url", "", "base URL of a mock running in another process (testbed mock); default: start one in this process, sharing its CPU")
+	url := fs.String(
+		"url",
+		"",
+		"base URL of a mock running in another process (testbed mock); default: start one in this process, sharing its CPU",
+	)
 	model := fs.String("model", def.Model, "model name the mock serves")
 	out := fs.String("o", "", "results directory (default results/calibrate-<time>)")
 	conc := intList(def.Concurrency)

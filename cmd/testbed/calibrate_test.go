@@ -104,8 +104,24 @@ func TestFitCommand(t *testing.T) {
 
 	runDir := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "--url", url, "--model", mockllm.DefaultModel, "--concurrency", "1,3,6", "--requests", "9",
-		"--input-tokens", "uniform:50,400", "--output-tokens", "uniform:6,12", "--ignore-eos", "-o", runDir}
+	args := []string{
+		"bench",
+		"--url",
+		url,
+		"--model",
+		mockllm.DefaultModel,
+		"--concurrency",
+		"1,3,6",
+		"--requests",
+		"9",
+		"--input-tokens",
+		"uniform:50,400",
+		"--output-tokens",
+		"uniform:6,12",
+		"--ignore-eos",
+		"-o",
+		runDir,
+	}
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
@@ -144,7 +160,8 @@ func TestFitCommand(t *testing.T) {
 		{"unknown base", []string{"fit", runDir, "--base", "h200"}, "unknown preset"}, // names the preset lookup
 	}
 	for _, tc := range cases {
-		if err := run(context.Background(), tc.args, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := run(context.Background(), tc.args, &stdout, &stderr); err == nil ||
+			!strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}

@@ -16,7 +16,13 @@ import (
 )
 
 func init() {
-	register(command{name: "demo", summary: "start the mock in-process and run a short concurrency ladder against it", run: runDemo})
+	register(
+		command{
+			name:    "demo",
+			summary: "start the mock in-process and run a short concurrency ladder against it",
+			run:     runDemo,
+		},
+	)
 }
 
 // runDemo is a newcomer's first result: no server to set up. The mock runs
@@ -68,7 +74,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// measured rounds, so every step takes about the same time.
 	for _, c := range conc {
 		warm := c
-		p.Extra = append(p.Extra, harness.StepSpec{Scenario: harness.ScenarioConcurrency, Concurrency: c, Requests: max(12, *rounds*c), Warmup: &warm})
+		p.Extra = append(
+			p.Extra,
+			harness.StepSpec{
+				Scenario:    harness.ScenarioConcurrency,
+				Concurrency: c,
+				Requests:    max(12, *rounds*c),
+				Warmup:      &warm,
+			},
+		)
 	}
 	dir := resultsDir(*out, "demo")
 	err = runPlan(ctx, p, dir, stdout, stderr)

@@ -13,7 +13,13 @@ import (
 )
 
 func init() {
-	register(command{name: "fit", summary: "fit a mock profile (fixed TTFT/ITL and engine β) to a results directory", run: runFit})
+	register(
+		command{
+			name:    "fit",
+			summary: "fit a mock profile (fixed TTFT/ITL and engine β) to a results directory",
+			run:     runFit,
+		},
+	)
 }
 
 func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -21,10 +27,22 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "profile YAML to write (default DIR/profile.yaml)")
 	target := fs.String("target", "", "target to fit, when the run measured several")
-	base := fs.String("base", "llama3-8b-h100", "preset or profile file supplying what a run cannot show (KV cache, block size, token budget, max_model_len)")
-	mode := fs.String("mode", "", "force the profile's mode: fixed or engine (default: engine when the step fit is good)")
+	base := fs.String(
+		"base",
+		"llama3-8b-h100",
+		"preset or profile file supplying what a run cannot show (KV cache, block size, token budget, max_model_len)",
+	)
+	mode := fs.String(
+		"mode",
+		"",
+		"force the profile's mode: fixed or engine (default: engine when the step fit is good)",
+	)
 	name := fs.String("name", "", "profile name (default fitted-<target>)")
-	gap := fs.Duration("burst-gap", 0, "gap between two steps' chunk bursts (default: half the shortest typical inter-token gap)")
+	gap := fs.Duration(
+		"burst-gap",
+		0,
+		"gap between two steps' chunk bursts (default: half the shortest typical inter-token gap)",
+	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed fit DIR [-o profile.yaml] [flags]")
 		fs.PrintDefaults()

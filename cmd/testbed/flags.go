@@ -104,9 +104,18 @@ type samplingFlags struct {
 }
 
 func (f *samplingFlags) register(fs *flag.FlagSet) {
-	fs.Var(&f.urls, "server-metrics", "a /metrics URL (vLLM, TGI, DCGM exporter) to scrape during the run into server_metrics.jsonl (repeatable)")
+	fs.Var(
+		&f.urls,
+		"server-metrics",
+		"a /metrics URL (vLLM, TGI, DCGM exporter) to scrape during the run into server_metrics.jsonl (repeatable)",
+	)
 	fs.BoolVar(&f.nvml, "nvml", false, "read the local GPUs through NVML during the run into gpu.jsonl")
-	fs.DurationVar(&f.interval, "sample-interval", serverside.DefaultInterval, "period of --server-metrics and --nvml sampling")
+	fs.DurationVar(
+		&f.interval,
+		"sample-interval",
+		serverside.DefaultInterval,
+		"period of --server-metrics and --nvml sampling",
+	)
 }
 
 // apply sets the plan's sampling sections from the flags.

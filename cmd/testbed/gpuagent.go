@@ -13,7 +13,13 @@ import (
 )
 
 func init() {
-	register(command{name: "gpu-agent", summary: "serve this host's GPUs (NVML) as Prometheus metrics with DCGM names, for remote sampling", run: runGPUAgent})
+	register(
+		command{
+			name:    "gpu-agent",
+			summary: "serve this host's GPUs (NVML) as Prometheus metrics with DCGM names, for remote sampling",
+			run:     runGPUAgent,
+		},
+	)
 }
 
 func runGPUAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -23,7 +29,10 @@ func runGPUAgent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	timeout := fs.Duration("timeout", 2*time.Second, "limit on one NVML reading")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed gpu-agent [--addr 127.0.0.1:9401]")
-		fmt.Fprintln(stderr, "Serves /metrics like a DCGM exporter; scrape it with server_metrics in a plan or testbed sample --prometheus.")
+		fmt.Fprintln(
+			stderr,
+			"Serves /metrics like a DCGM exporter; scrape it with server_metrics in a plan or testbed sample --prometheus.",
+		)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

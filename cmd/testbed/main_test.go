@@ -48,7 +48,10 @@ func TestRunHelp(t *testing.T) {
 			if !strings.Contains(errOut.String(), "-") {
 				t.Errorf("%s -h printed no flags: %q", name, errOut.String())
 			}
-			if err := run(context.Background(), []string{name, "--no-such-flag"}, &out, &errOut); !errors.Is(err, errUsage) {
+			if err := run(context.Background(), []string{name, "--no-such-flag"}, &out, &errOut); !errors.Is(
+				err,
+				errUsage,
+			) {
 				t.Errorf("%s --no-such-flag = %v, want a usage error", name, err)
 			}
 		})

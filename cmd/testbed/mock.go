@@ -45,10 +45,20 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8000", "listen address (loopback by default; port 0 picks a free one)")
 	fs.StringVar(&f.model, "model", mockllm.DefaultModel, "served model name")
-	fs.StringVar(&f.profile, "profile", "ideal", "cost profile: a preset ("+strings.Join(engine.PresetNames(), ", ")+") or a YAML file")
+	fs.StringVar(
+		&f.profile,
+		"profile",
+		"ideal",
+		"cost profile: a preset ("+strings.Join(engine.PresetNames(), ", ")+") or a YAML file",
+	)
 	fs.Int64Var(&f.seed, "seed", 0, "seed of text, answer lengths, faults and jitter")
 	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer token on the model endpoints")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish before they are ended with an error event")
+	fs.DurationVar(
+		&f.grace,
+		"grace",
+		10*time.Second,
+		"on SIGINT/SIGTERM, how long in-flight streams may finish before they are ended with an error event",
+	)
 
 	fs.DurationVar(&f.ttft, "ttft", 0, "fixed-mode time to first token (switches the profile to fixed mode)")
 	fs.DurationVar(&f.itl, "itl", 0, "fixed-mode inter-token latency (switches the profile to fixed mode)")
@@ -58,12 +68,22 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "prompt + output token limit (vLLM's 400 above it)")
 	fs.IntVar(&f.maxWaiting, "max-waiting", 0, "waiting-queue limit (503 beyond it; 0 = unbounded)")
 	fs.DurationVar(&f.startupDelay, "startup-delay", 0, "how long /health answers 503 after start")
-	fs.DurationVar(&f.coldStart, "cold-start", 0, "extra delay of the first request (and the first after --idle-timeout)")
+	fs.DurationVar(
+		&f.coldStart,
+		"cold-start",
+		0,
+		"extra delay of the first request (and the first after --idle-timeout)",
+	)
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "idle time after which the next request pays --cold-start again")
 
 	fs.IntVar(&f.rpm, "rpm", 0, "requests per minute limit (OpenAI 429 beyond it; 0 = none)")
 	fs.IntVar(&f.tpm, "tpm", 0, "tokens per minute limit, prompt + max_tokens (0 = none)")
-	fs.IntVar(&f.maxConcurrency, "max-concurrency", 0, "requests in flight limit (TGI's overloaded 429 beyond it; 0 = none)")
+	fs.IntVar(
+		&f.maxConcurrency,
+		"max-concurrency",
+		0,
+		"requests in flight limit (TGI's overloaded 429 beyond it; 0 = none)",
+	)
 	fs.IntVar(&f.answerMin, "answer-min", mockllm.DefaultAnswerMin, "shortest natural answer (tokens before EOS)")
 	fs.IntVar(&f.answerMax, "answer-max", mockllm.DefaultAnswerMax, "longest natural answer")
 	fs.Int64Var(&f.maxBody, "max-body", mockllm.DefaultMaxBodyBytes, "request body limit in bytes (413 beyond it)")
@@ -77,9 +97,18 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&f.faults.StallDuration, "fault-stall-duration", 500*time.Millisecond, "length of a stall")
 	fs.IntVar(&f.faults.TokensPerEvent, "tokens-per-event", 1, "tokens per SSE event")
 	fs.DurationVar(&f.faults.PacingInterval, "pacing", 0, "release tokens only on this fixed tick (0 = off)")
-	fs.BoolVar(&f.faults.EarlyFirstByte, "early-first-byte", false, "flush headers and the role chunk on arrival, long before the first token")
+	fs.BoolVar(
+		&f.faults.EarlyFirstByte,
+		"early-first-byte",
+		false,
+		"flush headers and the role chunk on arrival, long before the first token",
+	)
 	tlsOn := fs.Bool("tls", false, "serve HTTPS with a generated self-signed certificate (mocktls.go)")
-	certOut := fs.String("tls-cert-out", "", "with --tls: write the certificate (PEM) here, for a client's CA file (plan tls.ca_file, bench --ca-file)")
+	certOut := fs.String(
+		"tls-cert-out",
+		"",
+		"with --tls: write the certificate (PEM) here, for a client's CA file (plan tls.ca_file, bench --ca-file)",
+	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed mock [flags]")
 		fs.PrintDefaults()
@@ -119,7 +148,15 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		scheme = "https"
 	}
-	fmt.Fprintf(stdout, "testbed mock: serving model %q (profile %s, %s mode) on %s://%s\n", f.model, prof.Name, prof.Mode, scheme, ln.Addr())
+	fmt.Fprintf(
+		stdout,
+		"testbed mock: serving model %q (profile %s, %s mode) on %s://%s\n",
+		f.model,
+		prof.Name,
+		prof.Mode,
+		scheme,
+		ln.Addr(),
+	)
 	return serveMock(ctx, srv, ln, f.grace, stderr)
 }
 

@@ -87,7 +87,11 @@ func TestMockGracefulShutdown(t *testing.T) {
 			t.Parallel()
 			url, cancel, done, _ := startMock(t, "--ttft", "5ms", "--itl", "10ms", "--grace", tc.grace)
 			defer cancel()
-			resp := postStream(t, url, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":`+tc.maxTokens+`,"stream":true}`)
+			resp := postStream(
+				t,
+				url,
+				`{"messages":[{"role":"user","content":"hi"}],"max_tokens":`+tc.maxTokens+`,"stream":true}`,
+			)
 			defer resp.Body.Close()
 			sc := bufio.NewScanner(resp.Body)
 			var lines []string

@@ -82,7 +82,8 @@ func TestMockTLS(t *testing.T) {
 			Scenarios: &harness.Scenarios{Connection: &harness.PairScenario{Concurrency: 2, Requests: 8}}}
 	}
 	// Without the CA the client must refuse the certificate before any load.
-	if _, err := harness.Run(context.Background(), plan(harness.TLS{}), filepath.Join(dir, "untrusted")); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := harness.Run(context.Background(), plan(harness.TLS{}), filepath.Join(dir, "untrusted")); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted certificate: error %v", err)
 	}
 	for _, c := range []struct {

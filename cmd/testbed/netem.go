@@ -11,7 +11,13 @@ import (
 )
 
 func init() {
-	register(command{name: "netem", summary: "TCP proxy adding latency, jitter, bandwidth limits, stalls and resets (user space)", run: runNetem})
+	register(
+		command{
+			name:    "netem",
+			summary: "TCP proxy adding latency, jitter, bandwidth limits, stalls and resets (user space)",
+			run:     runNetem,
+		},
+	)
 }
 
 func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -23,20 +29,36 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var upBW, downBW float64 = -1, -1
 	fs.DurationVar(&d.Latency, "latency", 0, "one-way latency added in each direction (a round trip pays it twice)")
 	fs.DurationVar(&d.Jitter, "jitter", 0, "uniform ± jitter per chunk, seeded; order is kept")
-	fs.Var(rateFlag{&d.Bandwidth}, "bandwidth", "bandwidth per direction, tc units: 10mbit, 500kbit, 2mbps (bytes); 0 = unlimited")
+	fs.Var(
+		rateFlag{&d.Bandwidth},
+		"bandwidth",
+		"bandwidth per direction, tc units: 10mbit, 500kbit, 2mbps (bytes); 0 = unlimited",
+	)
 	fs.Var(rateFlag{&upBW}, "up-bandwidth", "client→server bandwidth, overrides --bandwidth")
 	fs.Var(rateFlag{&downBW}, "down-bandwidth", "server→client bandwidth, overrides --bandwidth")
 	fs.IntVar(&d.Burst, "burst", 0, "token bucket depth in bytes (0: pace every byte)")
-	fs.DurationVar(&d.StallEvery, "stall-every", 0, "stop the link for --stall-for at every multiple of this after a connection opens")
+	fs.DurationVar(
+		&d.StallEvery,
+		"stall-every",
+		0,
+		"stop the link for --stall-for at every multiple of this after a connection opens",
+	)
 	fs.DurationVar(&d.StallFor, "stall-for", 0, "length of a stall")
 	fs.Float64Var(&d.StallProb, "stall-prob", 0, "chance per chunk of a stall of --stall-for")
 	resetAfter := fs.Int64("reset-after", 0, "reset a connection after this many bytes in --reset-dir (0: never)")
 	resetProb := fs.Float64("reset-prob", 0, "chance per chunk in --reset-dir that the connection is reset")
-	resetDir := fs.String("reset-dir", "down", "direction whose bytes --reset-after/--reset-prob count: down (server→client), up or both")
+	resetDir := fs.String(
+		"reset-dir",
+		"down",
+		"direction whose bytes --reset-after/--reset-prob count: down (server→client), up or both",
+	)
 	seed := fs.Int64("seed", 1, "seed for jitter, random stalls and resets")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed netem --upstream HOST:PORT [--listen 127.0.0.1:9000] [--latency 50ms --jitter 5ms --bandwidth 10mbit ...]")
+		fmt.Fprintln(
+			stderr,
+			"usage: testbed netem --upstream HOST:PORT [--listen 127.0.0.1:9000] [--latency 50ms --jitter 5ms --bandwidth 10mbit ...]",
+		)
 		fmt.Fprintln(stderr, "Point the client at --listen; each direction of every connection is shaped.")
 		fs.PrintDefaults()
 	}

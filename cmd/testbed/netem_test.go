@@ -55,7 +55,8 @@ func TestNetemCommand(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), `"accepted":1`) || !strings.Contains(out.String(), `"bandwidth_bytes_per_s":12500000`) {
+	if !strings.Contains(out.String(), `"accepted":1`) ||
+		!strings.Contains(out.String(), `"bandwidth_bytes_per_s":12500000`) {
 		t.Errorf("stdout %q lacks the config or the final stats", out.String())
 	}
 }
@@ -66,11 +67,17 @@ func TestNetemAndSampleUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"netem"}, "--upstream is required"},                                            // nowhere to forward
-		{[]string{"netem", "--upstream", "127.0.0.1:1", "--bandwidth", "fast"}, ""},              // bad rate: flag error
+		{[]string{"netem"}, "--upstream is required"}, // nowhere to forward
+		{
+			[]string{"netem", "--upstream", "127.0.0.1:1", "--bandwidth", "fast"},
+			"",
+		}, // bad rate: flag error
 		{[]string{"netem", "--upstream", "127.0.0.1:1", "--reset-dir", "sideways"}, "reset-dir"}, // unknown direction
 		{[]string{"sample"}, "nothing to sample"},                                                // no source
-		{[]string{"sample", "--prometheus", "localhost:9400"}, ""},                               // no scheme: source error
+		{
+			[]string{"sample", "--prometheus", "localhost:9400"},
+			"",
+		}, // no scheme: source error
 	}
 	for _, c := range cases {
 		var out, errOut lockedBuffer
@@ -84,7 +91,12 @@ func TestNetemAndSampleUsage(t *testing.T) {
 		}
 	}
 	// Invalid shaping reaches the user as netem's own message.
-	err := run(context.Background(), []string{"netem", "--upstream", "127.0.0.1:1", "--stall-every", "1s"}, io.Discard, io.Discard)
+	err := run(
+		context.Background(),
+		[]string{"netem", "--upstream", "127.0.0.1:1", "--stall-every", "1s"},
+		io.Discard,
+		io.Discard,
+	)
 	if err == nil || !strings.Contains(err.Error(), "stall_for") || errors.Is(err, errUsage) {
 		t.Errorf("stall without --stall-for: %v", err)
 	}
@@ -131,7 +143,12 @@ func TestSampleNVMLUnavailable(t *testing.T) {
 		n.Close()
 		t.Skip("this host has NVML")
 	}
-	err = run(context.Background(), []string{"sample", "--nvml", "--duration", "10ms", "-o", filepath.Join(t.TempDir(), "g.jsonl")}, io.Discard, io.Discard)
+	err = run(
+		context.Background(),
+		[]string{"sample", "--nvml", "--duration", "10ms", "-o", filepath.Join(t.TempDir(), "g.jsonl")},
+		io.Discard,
+		io.Discard,
+	)
 	if err == nil || !strings.Contains(err.Error(), "NVML not available") {
 		t.Errorf("sample --nvml: %v", err)
 	}

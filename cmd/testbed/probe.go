@@ -14,7 +14,13 @@ import (
 // or shell in it, so `docker run --health-cmd` and compose healthchecks
 // run the binary itself.
 func init() {
-	register(command{name: "probe", summary: "exit 0 once a URL answers 2xx (health checks in the scratch image)", run: runProbe})
+	register(
+		command{
+			name:    "probe",
+			summary: "exit 0 once a URL answers 2xx (health checks in the scratch image)",
+			run:     runProbe,
+		},
+	)
 }
 
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -16,7 +16,13 @@ import (
 )
 
 func init() {
-	register(command{name: "report", summary: "rebuild runs' tables from requests.jsonl and write report.md, report.html, analysis.json", run: runReport})
+	register(
+		command{
+			name:    "report",
+			summary: "rebuild runs' tables from requests.jsonl and write report.md, report.html, analysis.json",
+			run:     runReport,
+		},
+	)
 }
 
 // runReport recomputes each run's summary from its raw records alone
@@ -66,7 +72,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := report.Write(dst, runs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(dst, results.ReportMarkdown), filepath.Join(dst, results.ReportHTML))
+	fmt.Fprintf(
+		stdout,
+		"\nreport: %s, %s\n",
+		filepath.Join(dst, results.ReportMarkdown),
+		filepath.Join(dst, results.ReportHTML),
+	)
 	if *charts != "" {
 		paths, err := report.WriteCharts(*charts, runs)
 		if err != nil {

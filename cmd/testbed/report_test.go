@@ -52,7 +52,8 @@ func TestReportFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		var a analysis.Analysis
-		if err := json.Unmarshal(b, &a); err != nil || len(a.Knees) != 1 || a.Knees[0].Ladder != analysis.LadderConcurrency {
+		if err := json.Unmarshal(b, &a); err != nil || len(a.Knees) != 1 ||
+			a.Knees[0].Ladder != analysis.LadderConcurrency {
 			t.Errorf("%s/analysis.json: %v %+v", d, err, a.Knees)
 		}
 	}
@@ -70,7 +71,8 @@ func TestReportFiles(t *testing.T) {
 		t.Error(err)
 	}
 	// The main chart as a standalone SVG file, e.g. for docs/img.
-	if b, err := os.ReadFile(filepath.Join(svgDir, "chart-throughput-concurrency.svg")); err != nil || !strings.Contains(string(b), "<svg") {
+	if b, err := os.ReadFile(filepath.Join(svgDir, "chart-throughput-concurrency.svg")); err != nil ||
+		!strings.Contains(string(b), "<svg") {
 		t.Errorf("-svg: %v", err)
 	}
 	if !strings.Contains(stdout.String(), filepath.Join(out, results.ReportHTML)) {

@@ -79,7 +79,13 @@ func resultsDir(dir, kind string) string {
 }
 
 // runPlan runs plan with a progress line on stderr and prints the table.
-func runPlan(ctx context.Context, plan harness.Plan, dir string, stdout, stderr io.Writer, opts ...harness.RunOption) error {
+func runPlan(
+	ctx context.Context,
+	plan harness.Plan,
+	dir string,
+	stdout, stderr io.Writer,
+	opts ...harness.RunOption,
+) error {
 	prog := newProgress(stderr)
 	// The progress line and the run's warnings come from their own goroutines.
 	stderr = &lockedWriter{w: stderr}

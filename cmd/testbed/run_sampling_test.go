@@ -76,7 +76,13 @@ server_metrics:
 		// A scrape that ended before the first send or began after the last
 		// response cannot see a running request; if it does, the clocks differ.
 		if (s.Offset+s.Took < first || s.Offset > last) && inFlight != 0 {
-			t.Errorf("scrape at %v saw %v running, outside the load [%v, %v]", time.Duration(s.Offset), inFlight, time.Duration(first), time.Duration(last))
+			t.Errorf(
+				"scrape at %v saw %v running, outside the load [%v, %v]",
+				time.Duration(s.Offset),
+				inFlight,
+				time.Duration(first),
+				time.Duration(last),
+			)
 		}
 		if inFlight > 0 {
 			sawLoad = true
@@ -113,8 +119,14 @@ gpu: {nvml: true}
 	if err := os.WriteFile(plan, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := run(context.Background(), []string{"run", plan, "-o", filepath.Join(dir, "res")}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "gpu.nvml") || !strings.Contains(err.Error(), "NVML not available") {
+	err := run(
+		context.Background(),
+		[]string{"run", plan, "-o", filepath.Join(dir, "res")},
+		&bytes.Buffer{},
+		&bytes.Buffer{},
+	)
+	if err == nil || !strings.Contains(err.Error(), "gpu.nvml") ||
+		!strings.Contains(err.Error(), "NVML not available") {
 		t.Errorf("run = %v, want the gpu.nvml error", err)
 	}
 }
@@ -129,7 +141,8 @@ func TestBenchSamplingFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ServerMetrics == nil || len(p.ServerMetrics.URLs) != 2 || p.ServerMetrics.Interval.D() != 250*time.Millisecond {
+	if p.ServerMetrics == nil || len(p.ServerMetrics.URLs) != 2 ||
+		p.ServerMetrics.Interval.D() != 250*time.Millisecond {
 		t.Errorf("server_metrics = %+v", p.ServerMetrics)
 	}
 	if p.GPU == nil || !p.GPU.NVML || p.GPU.Interval.D() != 250*time.Millisecond {

@@ -67,7 +67,11 @@ slo: {ttft: 1s}
 	}
 	got, want := rows(rep.String()), rows(stdout.String())
 	if len(want) != 3 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("report rows differ from run rows:\nrun:\n%s\nreport:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+		t.Errorf(
+			"report rows differ from run rows:\nrun:\n%s\nreport:\n%s",
+			strings.Join(want, "\n"),
+			strings.Join(got, "\n"),
+		)
 	}
 }
 
@@ -85,9 +89,13 @@ func TestRunErrors(t *testing.T) {
 	}{
 		{"no plan", []string{"run"}, "exactly one plan"},                                   // a plan is required
 		{"missing file", []string{"run", filepath.Join(dir, "none.yaml")}, "no such file"}, // unreadable plan
-		{"invalid plan", []string{"run", bad}, "targets[0].url"},                           // validation names the field
-		{"report no dir", []string{"report"}, "one results directory"},                     // report needs a directory
-		{"report empty dir", []string{"report", dir}, "requests.jsonl"},                    // and records in it
+		{
+			"invalid plan",
+			[]string{"run", bad},
+			"targets[0].url",
+		}, // validation names the field
+		{"report no dir", []string{"report"}, "one results directory"},  // report needs a directory
+		{"report empty dir", []string{"report", dir}, "requests.jsonl"}, // and records in it
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,13 @@ import (
 )
 
 func init() {
-	register(command{name: "sample", summary: "sample GPUs (NVML) and /metrics endpoints (DCGM, vLLM, TGI) into a JSONL timeline", run: runSample})
+	register(
+		command{
+			name:    "sample",
+			summary: "sample GPUs (NVML) and /metrics endpoints (DCGM, vLLM, TGI) into a JSONL timeline",
+			run:     runSample,
+		},
+	)
 }
 
 func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -24,13 +30,27 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var urls stringList
 	fs.Var(&urls, "prometheus", "a /metrics URL to scrape (repeatable): DCGM exporter, vLLM, TGI")
 	useNVML := fs.Bool("nvml", false, "read the local GPUs through NVML (needs the NVIDIA driver and a cgo build)")
-	series := fs.String("series", "", "comma-separated metric families to keep, a trailing * is a prefix (default: DCGM, vLLM and TGI essentials)")
+	series := fs.String(
+		"series",
+		"",
+		"comma-separated metric families to keep, a trailing * is a prefix (default: DCGM, vLLM and TGI essentials)",
+	)
 	interval := fs.Duration("interval", serverside.DefaultInterval, "sampling period")
-	out := fs.String("o", "", "output JSONL file (default "+results.ServerMetricsFile+", or "+results.GPUFile+" with --nvml alone)")
+	out := fs.String(
+		"o",
+		"",
+		"output JSONL file (default "+results.ServerMetricsFile+", or "+results.GPUFile+" with --nvml alone)",
+	)
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed sample [--prometheus URL ...] [--nvml] [--interval 1s] [-o FILE] [--duration D]")
-		fmt.Fprintln(stderr, "Each line: t_ns (since the command started), source, and devices (NVML) or metrics (scrapes).")
+		fmt.Fprintln(
+			stderr,
+			"usage: testbed sample [--prometheus URL ...] [--nvml] [--interval 1s] [-o FILE] [--duration D]",
+		)
+		fmt.Fprintln(
+			stderr,
+			"Each line: t_ns (since the command started), source, and devices (NVML) or metrics (scrapes).",
+		)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -23,11 +23,31 @@ type scenarioFlags struct {
 
 // register adds the flags to fs.
 func (f *scenarioFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.coldStart, "cold-start", 0, "cold-start scenario: idle gap before each cold request, e.g. 30s (longer than the server's idle timeout)")
-	fs.StringVar(&f.longContext, "long-context", "", "long-context scenario: input-token buckets, e.g. 2048,4096,8192, or 'default' (2K…32K)")
+	fs.DurationVar(
+		&f.coldStart,
+		"cold-start",
+		0,
+		"cold-start scenario: idle gap before each cold request, e.g. 30s (longer than the server's idle timeout)",
+	)
+	fs.StringVar(
+		&f.longContext,
+		"long-context",
+		"",
+		"long-context scenario: input-token buckets, e.g. 2048,4096,8192, or 'default' (2K…32K)",
+	)
 	fs.BoolVar(&f.stream, "compare-stream", false, "streaming vs non-streaming scenario: the same load both ways")
-	fs.BoolVar(&f.connection, "compare-connection", false, "connection scenario: keep-alive vs a new connection (and TLS handshake) per request")
-	fs.StringVar(&f.split, "throughput-split", "", "request vs token throughput scenario: SHORT,LONG output tokens, e.g. 16,1024")
+	fs.BoolVar(
+		&f.connection,
+		"compare-connection",
+		false,
+		"connection scenario: keep-alive vs a new connection (and TLS handshake) per request",
+	)
+	fs.StringVar(
+		&f.split,
+		"throughput-split",
+		"",
+		"request vs token throughput scenario: SHORT,LONG output tokens, e.g. 16,1024",
+	)
 	fs.IntVar(&f.requests, "scenario-requests", 0, "requests per scenario step (0 = each scenario's default)")
 }
 

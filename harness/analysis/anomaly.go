@@ -150,7 +150,10 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 			}
 			add(AnomalyPacing, n, med, "ms", fmt.Sprintf(
 				"%d chunk gaps sit at %.2f ms with a robust spread of %.1f %%: output arrives on a fixed tick, not as the engine produces it",
-				len(gaps), med, spread*100))
+				len(gaps),
+				med,
+				spread*100,
+			))
 		}
 	}
 
@@ -230,7 +233,9 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 		if n > 0 {
 			add(AnomalyLateFirstToken, n, worst, "ms", fmt.Sprintf(
 				"%d request(s) got their first byte up to %.0f ms before the first token: time to first byte would understate TTFT",
-				n, worst))
+				n,
+				worst,
+			))
 		}
 	}
 	return out

@@ -149,7 +149,13 @@ func ms(ns int64) float64 { return float64(ns) / 1e6 }
 // Analyze draws every conclusion from a run's summary steps and records.
 func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Analysis {
 	o = o.withDefaults()
-	a := Analysis{Options: o, Knees: []Knee{}, Anomalies: []Anomaly{}, LongContext: []ContextCurve{}, ColdStart: []ColdWarm{}}
+	a := Analysis{
+		Options:     o,
+		Knees:       []Knee{},
+		Anomalies:   []Anomaly{},
+		LongContext: []ContextCurve{},
+		ColdStart:   []ColdWarm{},
+	}
 	samples := StepSamples(recs)
 	attain := sloAttainment(recs, o.SLO)
 
@@ -319,7 +325,8 @@ func sloAttainment(recs []results.Record, slo harness.SLO) map[int]float64 {
 		if slo.E2E > 0 && time.Duration(r.LastTokenNS-r.SentNS) > slo.E2E.D() {
 			ok = false
 		}
-		if slo.TPOT > 0 && r.NOut > 1 && time.Duration(r.LastTokenNS-r.FirstTokenNS)/time.Duration(r.NOut-1) > slo.TPOT.D() {
+		if slo.TPOT > 0 && r.NOut > 1 &&
+			time.Duration(r.LastTokenNS-r.FirstTokenNS)/time.Duration(r.NOut-1) > slo.TPOT.D() {
 			ok = false
 		}
 		if ok {

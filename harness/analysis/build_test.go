@@ -52,9 +52,23 @@ func syntheticRecords(n, k int) ([]results.StepSummary, []results.Record) {
 		for _, g := range gaps {
 			sum += g
 		}
-		recs[i] = results.Record{ID: "x", Target: "t", Step: step, Scenario: harness.ScenarioConcurrency, Concurrency: conc[step],
-			Stream: true, IntendedNS: sent, SentNS: sent, FirstByteNS: ft, FirstTokenNS: ft, LastTokenNS: ft + sum, DoneNS: ft + sum,
-			ChunkGapsNS: gaps, NIn: 128, NOut: k}
+		recs[i] = results.Record{
+			ID:           "x",
+			Target:       "t",
+			Step:         step,
+			Scenario:     harness.ScenarioConcurrency,
+			Concurrency:  conc[step],
+			Stream:       true,
+			IntendedNS:   sent,
+			SentNS:       sent,
+			FirstByteNS:  ft,
+			FirstTokenNS: ft,
+			LastTokenNS:  ft + sum,
+			DoneNS:       ft + sum,
+			ChunkGapsNS:  gaps,
+			NIn:          128,
+			NOut:         k,
+		}
 	}
 	return harness.Summarize(recs).Steps, recs
 }

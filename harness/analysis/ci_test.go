@@ -123,7 +123,19 @@ func TestNormalRankBounds(t *testing.T) {
 		lo, hi, cov, ok := RankBounds(n, p, 0.95)
 		alo, ahi, acov, aok := normalRankBounds(n, p/100, 0.025)
 		if abs(lo-alo) > 2 || abs(hi-ahi) > 2 || ok != aok || math.Abs(cov-acov) > 0.01 {
-			t.Errorf("P%v at n=%d: exact %d, %d (%.4f, %v); normal %d, %d (%.4f, %v)", p, n, lo, hi, cov, ok, alo, ahi, acov, aok)
+			t.Errorf(
+				"P%v at n=%d: exact %d, %d (%.4f, %v); normal %d, %d (%.4f, %v)",
+				p,
+				n,
+				lo,
+				hi,
+				cov,
+				ok,
+				alo,
+				ahi,
+				acov,
+				aok,
+			)
 		}
 	}
 	// Far beyond the table: ranks straddle n·p, coverage ≈ 95 %.

@@ -29,7 +29,12 @@ func TestBendOf(t *testing.T) {
 		{"quadratic", curve(func(x float64) float64 { return 6 + 0.02*x + 0.0000006*x*x }), 16384, 26.3195},
 		// Noise of a few ms on short buckets steepens one segment ×1.9 but
 		// leaves every bucket within 25 % of the line (+11 %, +20 %): no bend.
-		{"noisy short buckets", []ContextPoint{{1024, 12.0, 8}, {2048, 13.0, 8}, {4096, 16.7, 8}, {8192, 22.7, 8}}, -1, 0.9766},
+		{
+			"noisy short buckets",
+			[]ContextPoint{{1024, 12.0, 8}, {2048, 13.0, 8}, {4096, 16.7, 8}, {8192, 22.7, 8}},
+			-1,
+			0.9766,
+		},
 		// A wall past 16K (300 ms on 661 ms of linear prefill): 45 % excess.
 		{"late wall", curve(func(x float64) float64 {
 			if x > 16384 {
@@ -69,7 +74,14 @@ func TestCompareColdWarm(t *testing.T) {
 	for _, c := range cases {
 		got := CompareColdWarm("t", c.cold, c.warm)
 		if got.DeltaMS != c.delta || got.Significant != c.significant {
-			t.Errorf("%s: delta %v significant %v; want %v %v", c.name, got.DeltaMS, got.Significant, c.delta, c.significant)
+			t.Errorf(
+				"%s: delta %v significant %v; want %v %v",
+				c.name,
+				got.DeltaMS,
+				got.Significant,
+				c.delta,
+				c.significant,
+			)
 		}
 	}
 }

@@ -66,13 +66,36 @@ func TestFindKnee(t *testing.T) {
 			KneeOptions{MinGain: 0.7}, 2, -1, 2, -1, ""},
 		// A noisy P99 that doubles at one low step and falls back is not a
 		// knee; the takeoff that persists is.
-		{"noisy low step", ladder([]float64{1, 8, 16, 32, 40, 48},
-			[]float64{100, 800, 1600, 3200, 3210, 3205}, []float64{10, 37, 15, 20, 90, 200}, []float64{50, 52, 54, 60, 75, 90}),
+		{"noisy low step", ladder(
+			[]float64{1, 8, 16, 32, 40, 48},
+			[]float64{
+				100,
+				800,
+				1600,
+				3200,
+				3210,
+				3205,
+			},
+			[]float64{10, 37, 15, 20, 90, 200},
+			[]float64{50, 52, 54, 60, 75, 90},
+		),
 			KneeOptions{}, 32, 40, 32, 32, "ttft_p99"},
 		// A step that dips below its neighbours before saturation is noise,
 		// not a knee: throughput grows again after it.
-		{"dip before saturation", ladder([]float64{1, 8, 16, 24, 32, 48, 64},
-			[]float64{100, 800, 900, 2400, 3200, 3250, 3190}, []float64{5, 5, 5, 5, 5, 50, 90}, []float64{50, 50, 50, 50, 50, 80, 110}),
+		{"dip before saturation", ladder(
+			[]float64{1, 8, 16, 24, 32, 48, 64},
+			[]float64{
+				100,
+				800,
+				900,
+				2400,
+				3200,
+				3250,
+				3190,
+			},
+			[]float64{5, 5, 5, 5, 5, 50, 90},
+			[]float64{50, 50, 50, 50, 50, 80, 110},
+		),
 			KneeOptions{}, 32, 48, 32, 32, "ttft_p99"},
 		// TTFT of one prefill step (8 ms) doubles as soon as requests arrive
 		// mid-step, without any queueing: that is not a latency knee.
@@ -89,9 +112,21 @@ func TestFindKnee(t *testing.T) {
 			k := FindKnee("t", LadderConcurrency, c.pts, c.opt)
 			if val(k.ThroughputKnee) != c.thrKnee || val(k.LatencyKnee) != c.latKnee ||
 				val(k.BestOperatingPoint) != c.best || val(k.LatencyElbow) != c.elbow || k.LatencyMetric != c.metric {
-				t.Errorf("got throughput knee %v, latency knee %v (%s), best %v, elbow %v; want %v, %v (%s), %v, %v",
-					val(k.ThroughputKnee), val(k.LatencyKnee), k.LatencyMetric, val(k.BestOperatingPoint), val(k.LatencyElbow),
-					c.thrKnee, c.latKnee, c.metric, c.best, c.elbow)
+				t.Errorf(
+					"got throughput knee %v, latency knee %v (%s), best %v, elbow %v; want %v, %v (%s), %v, %v",
+					val(
+						k.ThroughputKnee,
+					),
+					val(k.LatencyKnee),
+					k.LatencyMetric,
+					val(k.BestOperatingPoint),
+					val(k.LatencyElbow),
+					c.thrKnee,
+					c.latKnee,
+					c.metric,
+					c.best,
+					c.elbow,
+				)
 			}
 		})
 	}
@@ -114,9 +149,14 @@ func TestKneedle(t *testing.T) {
 		shape int
 		want  int
 	}{
-		{"concave saturation", []float64{0, 4, 7, 8, 8.3, 8.5, 8.6, 8.6, 8.7}, Concave, 2}, // farthest above the diagonal: (0.25, 0.80)
-		{"convex takeoff", []float64{1, 1, 1, 1, 1.1, 2, 4, 8, 16}, Convex, 5},             // bends upward at x=5
-		{"straight line", []float64{0, 1, 2, 3, 4, 5, 6, 7, 8}, Convex, -1},                // no knee
+		{
+			"concave saturation",
+			[]float64{0, 4, 7, 8, 8.3, 8.5, 8.6, 8.6, 8.7},
+			Concave,
+			2,
+		}, // farthest above the diagonal: (0.25, 0.80)
+		{"convex takeoff", []float64{1, 1, 1, 1, 1.1, 2, 4, 8, 16}, Convex, 5}, // bends upward at x=5
+		{"straight line", []float64{0, 1, 2, 3, 4, 5, 6, 7, 8}, Convex, -1},    // no knee
 		{"flat", []float64{3, 3, 3, 3, 3, 3, 3, 3, 3}, Concave, -1},
 		{"noise around a level", []float64{50, 50, 51, 50, 50, 50.5, 50, 50, 50}, Convex, -1}, // no range
 		{"too short", []float64{0, 1}, Concave, -1},                                           // needs 3 points

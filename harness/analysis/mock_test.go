@@ -25,9 +25,24 @@ func TestAnomaliesFromMock(t *testing.T) {
 		early  bool
 		want   string // anomaly kind; "" = none at all
 	}{
-		{"clean", mockllm.FaultConfig{}, false, ""},                                                            // fixed mode with jitter: nothing to report
-		{"pacing", mockllm.FaultConfig{PacingInterval: 100 * time.Millisecond}, false, analysis.AnomalyPacing}, // a gateway re-timing output every 100 ms
-		{"stall", mockllm.FaultConfig{StallRate: 1, StallDuration: 300 * time.Millisecond}, false, analysis.AnomalyStall},
+		{
+			"clean",
+			mockllm.FaultConfig{},
+			false,
+			"",
+		}, // fixed mode with jitter: nothing to report
+		{
+			"pacing",
+			mockllm.FaultConfig{PacingInterval: 100 * time.Millisecond},
+			false,
+			analysis.AnomalyPacing,
+		}, // a gateway re-timing output every 100 ms
+		{
+			"stall",
+			mockllm.FaultConfig{StallRate: 1, StallDuration: 300 * time.Millisecond},
+			false,
+			analysis.AnomalyStall,
+		},
 		{"multi-token", mockllm.FaultConfig{TokensPerEvent: 4}, false, analysis.AnomalyMultiToken},
 		{"cut", mockllm.FaultConfig{StreamCutRate: 1, StreamCutAfter: 5}, false, analysis.AnomalyStreamCut},
 		{"early first byte", mockllm.FaultConfig{EarlyFirstByte: true}, true, analysis.AnomalyLateFirstToken},
@@ -48,7 +63,12 @@ func TestAnomaliesFromMock(t *testing.T) {
 			// a clean stream is not itself "fixed-interval".
 			p.TTFT, p.ITL = 150*time.Millisecond, 8*time.Millisecond
 			p.Jitter = engine.Jitter{Dist: engine.JitterNormal, CV: 0.2}
-			m, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithSeed(1), mockllm.WithFaults(c.faults))
+			m, err := mockllm.New(
+				mockllm.WithProfile(p),
+				mockllm.WithModel("m"),
+				mockllm.WithSeed(1),
+				mockllm.WithFaults(c.faults),
+			)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +99,15 @@ func TestAnomaliesFromMock(t *testing.T) {
 				}
 				sort.Float64s(g)
 				if len(g) > 0 {
-					t.Logf("gaps: n=%d p5=%.2f p25=%.2f p50=%.2f p75=%.2f p95=%.2f", len(g), g[len(g)*5/100], g[len(g)/4], g[len(g)/2], g[len(g)*3/4], g[len(g)*95/100])
+					t.Logf(
+						"gaps: n=%d p5=%.2f p25=%.2f p50=%.2f p75=%.2f p95=%.2f",
+						len(g),
+						g[len(g)*5/100],
+						g[len(g)/4],
+						g[len(g)/2],
+						g[len(g)*3/4],
+						g[len(g)*95/100],
+					)
 				}
 			}
 			kinds := map[string]int{}

@@ -208,7 +208,12 @@ func (m *Monitor) Begin(name string) {
 	cpu, ok := processCPU()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.steps[name] = &stepAcc{start: time.Now(), cpuStart: cpu, cpuOK: ok, v: results.Verdict{Kind: "step", Step: name, Cores: m.cores}}
+	m.steps[name] = &stepAcc{
+		start:    time.Now(),
+		cpuStart: cpu,
+		cpuOK:    ok,
+		v:        results.Verdict{Kind: "step", Step: name, Cores: m.cores},
+	}
 	m.current = name
 }
 
@@ -261,12 +266,20 @@ func (m *Monitor) EndStep(name string, index int, scheduleLagP99 time.Duration) 
 	}
 	if v.ClientBound && v.PeakHostCPU >= hostBusy {
 		// Not a rule of its own, but the likely cause: say so.
-		v.Reasons = append(v.Reasons, fmt.Sprintf("the host's CPU was %.0f%% busy, so other processes competed with the client", v.PeakHostCPU))
+		v.Reasons = append(
+			v.Reasons,
+			fmt.Sprintf("the host's CPU was %.0f%% busy, so other processes competed with the client", v.PeakHostCPU),
+		)
 	}
 	m.lines.Add(v)
 	m.verdicts = append(m.verdicts, v)
 	if v.ClientBound && m.warn != nil {
-		fmt.Fprintf(m.warn, "warning: step %s is client-bound, its latencies include the client's own delay: %s\n", name, v.Reason())
+		fmt.Fprintf(
+			m.warn,
+			"warning: step %s is client-bound, its latencies include the client's own delay: %s\n",
+			name,
+			v.Reason(),
+		)
 	}
 	return v
 }
@@ -293,7 +306,10 @@ func (m *Monitor) rules() []rule {
 		func(v results.Verdict) (bool, string) {
 			lat := time.Duration(v.SchedLatencyP99MS * 1e6)
 			return m.maxSched > 0 && lat > m.maxSched, fmt.Sprintf(
-				"Go scheduler latency p99 %.2f ms > %.2f ms: goroutines waited to run, so timestamps may be late", v.SchedLatencyP99MS, ms(m.maxSched))
+				"Go scheduler latency p99 %.2f ms > %.2f ms: goroutines waited to run, so timestamps may be late",
+				v.SchedLatencyP99MS,
+				ms(m.maxSched),
+			)
 		},
 		// Near the descriptor limit, new connections fail as client errors.
 		func(v results.Verdict) (bool, string) {

@@ -44,22 +44,53 @@ func TestStepVerdicts(t *testing.T) {
 		// A CPU-burning goroutine during the step, against a tiny CPU
 		// threshold of one core: the step is client-bound on purpose, even
 		// when other processes leave this one only a sliver of the machine.
-		{"cpu burn", []Option{WithCores(1), WithCPUThreshold(0.02), WithMaxSchedLatency(0)}, func() { burn(400 * time.Millisecond) }, LagUnknown, true, "client CPU"},
+		{
+			"cpu burn",
+			[]Option{WithCores(1), WithCPUThreshold(0.02), WithMaxSchedLatency(0)},
+			func() { burn(400 * time.Millisecond) },
+			LagUnknown,
+			true,
+			"client CPU",
+		},
 		// An idle step under the default threshold: the client did nothing,
 		// so nothing may flag it. The scheduler rule is off because parallel
 		// tests share this process.
-		{"idle", []Option{WithMaxSchedLatency(0)}, func() { time.Sleep(300 * time.Millisecond) }, LagUnknown, false, ""},
+		{
+			"idle",
+			[]Option{WithMaxSchedLatency(0)},
+			func() { time.Sleep(300 * time.Millisecond) },
+			LagUnknown,
+			false,
+			"",
+		},
 		// The harness reports a schedule lag p99 of 3 ms, above the 1 ms bound.
-		{"schedule lag", []Option{WithMaxSchedLatency(0)}, func() { time.Sleep(50 * time.Millisecond) }, 3 * time.Millisecond, true, "schedule lag p99 3.00 ms"},
+		{
+			"schedule lag",
+			[]Option{WithMaxSchedLatency(0)},
+			func() { time.Sleep(50 * time.Millisecond) },
+			3 * time.Millisecond,
+			true,
+			"schedule lag p99 3.00 ms",
+		},
 		// A lag just under the bound is fine.
-		{"lag under bound", []Option{WithMaxSchedLatency(0)}, func() { time.Sleep(50 * time.Millisecond) }, 900 * time.Microsecond, false, ""},
+		{
+			"lag under bound",
+			[]Option{WithMaxSchedLatency(0)},
+			func() { time.Sleep(50 * time.Millisecond) },
+			900 * time.Microsecond,
+			false,
+			"",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var warn bytes.Buffer
 			var mu sync.Mutex
-			m, err := New(append([]Option{WithInterval(100 * time.Millisecond), WithWarnings(lockedWriter{&mu, &warn})}, tc.opts...)...)
+			m, err := New(
+				append(
+					[]Option{WithInterval(100 * time.Millisecond), WithWarnings(lockedWriter{&mu, &warn})},
+					tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

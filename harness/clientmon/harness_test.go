@@ -40,13 +40,26 @@ func TestVerdictInSummary(t *testing.T) {
 	}{
 		// A CPU threshold of 0.1 % of one core: any real step breaks it, so
 		// the step is client-bound on purpose.
-		{"tiny CPU threshold", []clientmon.Option{clientmon.WithCores(1), clientmon.WithCPUThreshold(0.001), clientmon.WithMaxSchedLatency(0), clientmon.WithMaxScheduleLag(time.Hour)},
-			true, "client CPU"},
+		{
+			"tiny CPU threshold",
+			[]clientmon.Option{
+				clientmon.WithCores(1),
+				clientmon.WithCPUThreshold(0.001),
+				clientmon.WithMaxSchedLatency(0),
+				clientmon.WithMaxScheduleLag(time.Hour),
+			},
+			true,
+			"client CPU",
+		},
 		// Default CPU threshold: ten slow streams are far below 85 % of the
 		// cores. The lag and scheduler rules are off because a busy shared
 		// machine may break them on its own.
-		{"default CPU threshold", []clientmon.Option{clientmon.WithMaxSchedLatency(0), clientmon.WithMaxScheduleLag(time.Hour)},
-			false, ""},
+		{
+			"default CPU threshold",
+			[]clientmon.Option{clientmon.WithMaxSchedLatency(0), clientmon.WithMaxScheduleLag(time.Hour)},
+			false,
+			"",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,8 +73,11 @@ func TestVerdictInSummary(t *testing.T) {
 			plan := harness.Plan{
 				Seed:    1,
 				Targets: []harness.Target{{Name: "mock", URL: srv.URL, Model: "m"}},
-				Dataset: harness.Dataset{InputTokens: harness.Dist{Kind: "fixed", A: 16}, OutputTokens: harness.Dist{Kind: "fixed", A: 16}},
-				Load:    harness.Load{Concurrency: []int{10}, Requests: 30},
+				Dataset: harness.Dataset{
+					InputTokens:  harness.Dist{Kind: "fixed", A: 16},
+					OutputTokens: harness.Dist{Kind: "fixed", A: 16},
+				},
+				Load: harness.Load{Concurrency: []int{10}, Requests: 30},
 			}
 			res, err := harness.Run(context.Background(), plan, dir, harness.WithClientMonitor(mon))
 			if err != nil {
@@ -83,7 +99,13 @@ func TestVerdictInSummary(t *testing.T) {
 			}
 			s := sum.Steps[0]
 			if s.ClientBound != tc.wantBound || !strings.Contains(s.ClientBoundReason, tc.wantWhy) {
-				t.Fatalf("client_bound %v reason %q; want %v with %q", s.ClientBound, s.ClientBoundReason, tc.wantBound, tc.wantWhy)
+				t.Fatalf(
+					"client_bound %v reason %q; want %v with %q",
+					s.ClientBound,
+					s.ClientBoundReason,
+					tc.wantBound,
+					tc.wantWhy,
+				)
 			}
 			if tc.wantBound && !strings.Contains(warn.String(), "client-bound") {
 				t.Errorf("no terminal warning, got %q", warn.String())

@@ -66,10 +66,23 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // SVG renders the chart as a standalone <svg> element.
 func (c Chart) SVG() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" id="%s" class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
-		esc(c.ID), chartW, chartH, chartW, chartH, esc(c.Title))
+	fmt.Fprintf(
+		&b,
+		`<svg xmlns="http://www.w3.org/2000/svg" id="%s" class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
+		esc(c.ID),
+		chartW,
+		chartH,
+		chartW,
+		chartH,
+		esc(c.Title),
+	)
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, chartW, chartH)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-family="sans-serif" font-size="15" font-weight="bold">%s</text>`, padL, esc(c.Title))
+	fmt.Fprintf(
+		&b,
+		`<text x="%d" y="22" font-family="sans-serif" font-size="15" font-weight="bold">%s</text>`,
+		padL,
+		esc(c.Title),
+	)
 
 	xmin, xmax, ymin, ymax := c.bounds()
 	tx := func(x float64) float64 {
@@ -99,10 +112,28 @@ func (c Chart) SVG() string {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e5e5e5"/>`, x, padT, x, chartH-padB)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, chartH-padB+16, num(v))
 	}
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, padL, chartH-padB, chartW-padR, chartH-padB)
+	fmt.Fprintf(
+		&b,
+		`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`,
+		padL,
+		chartH-padB,
+		chartW-padR,
+		chartH-padB,
+	)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, padL, padT, padL, chartH-padB)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="12">%s</text>`, (padL+chartW-padR)/2, chartH-padB+34, esc(c.XLabel))
-	fmt.Fprintf(&b, `<text transform="translate(16 %d) rotate(-90)" text-anchor="middle" font-size="12">%s</text>`, (padT+chartH-padB)/2, esc(c.YLabel))
+	fmt.Fprintf(
+		&b,
+		`<text x="%d" y="%d" text-anchor="middle" font-size="12">%s</text>`,
+		(padL+chartW-padR)/2,
+		chartH-padB+34,
+		esc(c.XLabel),
+	)
+	fmt.Fprintf(
+		&b,
+		`<text transform="translate(16 %d) rotate(-90)" text-anchor="middle" font-size="12">%s</text>`,
+		(padT+chartH-padB)/2,
+		esc(c.YLabel),
+	)
 	b.WriteString(`</g>`)
 
 	// Markers.
@@ -111,8 +142,21 @@ func (c Chart) SVG() string {
 			continue
 		}
 		x := tx(m.X)
-		fmt.Fprintf(&b, `<g class="marker"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#777" stroke-dasharray="4 3"/>`, x, padT, x, chartH-padB)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-family="sans-serif" font-size="11" fill="#555">%s</text></g>`, x+4, padT+12, esc(m.Label))
+		fmt.Fprintf(
+			&b,
+			`<g class="marker"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#777" stroke-dasharray="4 3"/>`,
+			x,
+			padT,
+			x,
+			chartH-padB,
+		)
+		fmt.Fprintf(
+			&b,
+			`<text x="%.1f" y="%d" font-family="sans-serif" font-size="11" fill="#555">%s</text></g>`,
+			x+4,
+			padT+12,
+			esc(m.Label),
+		)
 	}
 
 	// Series.
@@ -137,7 +181,13 @@ func (c Chart) SVG() string {
 			if s.Dash != "" {
 				dash = fmt.Sprintf(` stroke-dasharray="%s"`, esc(s.Dash))
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`, col, dash, strings.Join(pts, " "))
+			fmt.Fprintf(
+				&b,
+				`<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`,
+				col,
+				dash,
+				strings.Join(pts, " "),
+			)
 		}
 		if s.Points || (len(s.X) <= 40 && !s.Steps) {
 			r := 3.0
@@ -167,8 +217,23 @@ func (c Chart) SVG() string {
 		if s.Dash != "" {
 			dash = fmt.Sprintf(` stroke-dasharray="%s"`, esc(s.Dash))
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`, lx, ly-4, lx+18, ly-4, col, dash)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-family="sans-serif" font-size="11">%s</text>`, lx+22, ly, esc(s.Name))
+		fmt.Fprintf(
+			&b,
+			`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`,
+			lx,
+			ly-4,
+			lx+18,
+			ly-4,
+			col,
+			dash,
+		)
+		fmt.Fprintf(
+			&b,
+			`<text x="%.1f" y="%.1f" font-family="sans-serif" font-size="11">%s</text>`,
+			lx+22,
+			ly,
+			esc(s.Name),
+		)
 		lx += w + 12
 	}
 	b.WriteString(`</svg>`)

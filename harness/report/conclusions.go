@@ -32,9 +32,17 @@ func (m *model) conclusions(d *document) {
 	for i, t := range m.targets {
 		names[i] = "**" + t.name + "**"
 	}
-	d.p("%d target(s) (%s), %s measured requests, %s failed (%s). Rankings use the numbers shown; "+
-		"a difference inside the confidence intervals of the tables below is not a difference.",
-		len(m.targets), strings.Join(names, ", "), commas(int64(total)), commas(int64(failed)), pct(ratio(failed, total)))
+	d.p(
+		"%d target(s) (%s), %s measured requests, %s failed (%s). Rankings use the numbers shown; "+
+			"a difference inside the confidence intervals of the tables below is not a difference.",
+		len(
+			m.targets,
+		),
+		strings.Join(names, ", "),
+		commas(int64(total)),
+		commas(int64(failed)),
+		pct(ratio(failed, total)),
+	)
 
 	m.glance(d)
 	m.shortChat(d)
@@ -83,7 +91,12 @@ func (m *model) shortChat(d *document) {
 		}
 		key, metric, other := st.P95, name+" P95", fmt.Sprintf("P50 %s", human(st.P50))
 		if need := analysis.MinSamples(95, analysis.DefaultConfidence); int(st.Count) < need {
-			key, metric, other = st.P50, name+" P50", fmt.Sprintf("P95 %s, too few samples to rank by: %d < %d", human(st.P95), st.Count, need)
+			key, metric, other = st.P50, name+" P50", fmt.Sprintf(
+				"P95 %s, too few samples to rank by: %d < %d",
+				human(st.P95),
+				st.Count,
+				need,
+			)
 		}
 		keys = append(keys, metric)
 		txt := fmt.Sprintf("%s **%s** (%s), ITL P50 %s, E2E P95 %s — %s %s, %d requests",
@@ -137,7 +150,11 @@ func (m *model) longDocument(d *document) {
 		case t.ctx.PrefillTokensPerS == 0:
 			txt += ", prefill cost not resolved (TTFT did not grow measurably across the shorter buckets)"
 		case t.ctx.Bend != nil:
-			txt += fmt.Sprintf(", TTFT bends upward after %s tokens (+%.0f %% over linear)", commas(int64(*t.ctx.Bend)), t.ctx.Excess*100)
+			txt += fmt.Sprintf(
+				", TTFT bends upward after %s tokens (+%.0f %% over linear)",
+				commas(int64(*t.ctx.Bend)),
+				t.ctx.Excess*100,
+			)
 		default:
 			txt += ", no bend: TTFT grows linearly over every bucket"
 		}
@@ -179,7 +196,13 @@ func (m *model) highConcurrency(d *document) {
 			if s != nil {
 				p99 = fmt.Sprintf(", TTFT P99 %s, E2E P99 %s", human(s.s.TTFT.P99), human(s.s.E2E.P99))
 			}
-			fmt.Fprintf(&b, "; best operating point **%s**: %s output tok/s%s", unit(*k.BestOperatingPoint), rate(k.BestThroughput), p99)
+			fmt.Fprintf(
+				&b,
+				"; best operating point **%s**: %s output tok/s%s",
+				unit(*k.BestOperatingPoint),
+				rate(k.BestThroughput),
+				p99,
+			)
 		} else {
 			b.WriteString("; no step met the SLOs with < 1 % errors")
 		}
@@ -278,9 +301,20 @@ func (m *model) glance(d *document) {
 	if len(m.targets) < 2 {
 		return
 	}
-	t := table{header: []string{"target", "TTFT P50, low load", "ITL P50, low load", "best operating point", "output tok/s there", "most output tok/s",
-		"long-prompt TTFT P50", "cold-start penalty", "errors"},
-		right: []bool{false, true, true, true, true, true, true, true, true}}
+	t := table{
+		header: []string{
+			"target",
+			"TTFT P50, low load",
+			"ITL P50, low load",
+			"best operating point",
+			"output tok/s there",
+			"most output tok/s",
+			"long-prompt TTFT P50",
+			"cold-start penalty",
+			"errors",
+		},
+		right: []bool{false, true, true, true, true, true, true, true, true},
+	}
 	for _, tv := range m.targets {
 		row := []string{tv.name, "—", "—", "—", "—", "—", "—", "—", "—"}
 		if s := tv.chatStep(); s != nil {

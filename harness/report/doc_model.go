@@ -122,8 +122,12 @@ nav.toc{font-size:13px;line-height:1.9}nav.toc a{margin-right:0.9em;white-space:
 // html renders the document as one self-contained page.
 func (d *document) html(title string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n",
-		html.EscapeString(title), style)
+	fmt.Fprintf(
+		&b,
+		"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n",
+		html.EscapeString(title),
+		style,
+	)
 	// A table of contents of the sections, after the title.
 	var toc strings.Builder
 	toc.WriteString(`<nav class="toc">`)

@@ -27,16 +27,30 @@ func (m *model) environment(d *document) {
 			rows = append(rows, []string{"end (UTC)", i.End.UTC().Format(time.RFC3339)},
 				[]string{"duration", i.End.Sub(i.Start).Round(time.Millisecond).String()})
 		}
-		rows = append(rows,
+		rows = append(
+			rows,
 			[]string{"records", fmt.Sprint(len(r.Records))},
 			[]string{"client host", h.Hostname},
 			[]string{"OS / kernel", strings.TrimSpace(fmt.Sprintf("%s %s %s", h.OS, h.Platform, h.Kernel))},
-			[]string{"CPU", fmt.Sprintf("%s (%d cores, %d threads, %s %s)", h.CPUModel, h.CPUCores, h.CPUThreads, h.Arch, h.Virtualization)},
+			[]string{
+				"CPU",
+				fmt.Sprintf(
+					"%s (%d cores, %d threads, %s %s)",
+					h.CPUModel,
+					h.CPUCores,
+					h.CPUThreads,
+					h.Arch,
+					h.Virtualization,
+				),
+			},
 			[]string{"memory", fmt.Sprintf("%.1f GiB", float64(h.MemoryBytes)/(1<<30))},
 			[]string{"Go", fmt.Sprintf("%s, GOMAXPROCS %d", h.GoVersion, h.GOMAXPROCS)},
 		)
 		for _, t := range i.Plan.Targets {
-			rows = append(rows, []string{"target " + t.Name, fmt.Sprintf("%s, api %s, model %s", t.URL, t.API, t.Model)})
+			rows = append(
+				rows,
+				[]string{"target " + t.Name, fmt.Sprintf("%s, api %s, model %s", t.URL, t.API, t.Model)},
+			)
 		}
 		if len(h.Errors) > 0 {
 			rows = append(rows, []string{"host facts not read", strings.Join(h.Errors, "; ")})
@@ -47,7 +61,9 @@ func (m *model) environment(d *document) {
 			d.p("The plan could not be written back as YAML: %v.", err)
 			continue
 		}
-		d.p("The fully resolved plan (defaults filled in). To rerun: save it as `plan.yaml` and run `testbed run plan.yaml -o DIR`; the seed makes the request set identical.")
+		d.p(
+			"The fully resolved plan (defaults filled in). To rerun: save it as `plan.yaml` and run `testbed run plan.yaml -o DIR`; the seed makes the request set identical.",
+		)
 		d.add(code{text: string(plan)})
 	}
 }

@@ -69,7 +69,10 @@ func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved
 	for _, s := range r.Summary.Steps {
 		if s.ClientBound {
 			if n++; n == 1 {
-				bound = append(bound, fmt.Sprintf("%s %s c=%d: %s", s.Target, s.Scenario, s.Concurrency, s.ClientBoundReason))
+				bound = append(
+					bound,
+					fmt.Sprintf("%s %s c=%d: %s", s.Target, s.Scenario, s.Concurrency, s.ClientBoundReason),
+				)
 			}
 		}
 	}
@@ -106,7 +109,11 @@ func TestKneeExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, starved := runPlan(t, "../../examples/knee.yaml", map[string]string{"mock": serveMock(t, "../../examples/knee-mock.yaml")})
+	r, starved := runPlan(
+		t,
+		"../../examples/knee.yaml",
+		map[string]string{"mock": serveMock(t, "../../examples/knee-mock.yaml")},
+	)
 
 	if len(r.Analysis.Knees) != 1 {
 		t.Fatalf("knees: %+v", r.Analysis.Knees)
@@ -121,7 +128,13 @@ func TestKneeExample(t *testing.T) {
 	// so "≈ 32" is the step at 32, allowing one ladder step of noise on a
 	// busy machine.
 	slots := float64(prof.MaxNumSeqs)
-	t.Logf("throughput knee at %v (max_num_seqs %v), latency knee %v, best %v", *k.ThroughputKnee, slots, val(k.LatencyKnee), val(k.BestOperatingPoint))
+	t.Logf(
+		"throughput knee at %v (max_num_seqs %v), latency knee %v, best %v",
+		*k.ThroughputKnee,
+		slots,
+		val(k.LatencyKnee),
+		val(k.BestOperatingPoint),
+	)
 	if got := *k.ThroughputKnee; got < 24 || got > 48 {
 		check(t, starved, "throughput knee at concurrency %v, want ≈ %v", got, slots)
 	}

@@ -11,7 +11,9 @@ import (
 // of its main ladder (at most eight steps, spread over the ladder).
 func (m *model) distributions(d *document) {
 	d.h(2, "distributions", "Latency distributions")
-	d.p("Cumulative distributions of successful measured requests: a curve further left is faster; a long flat tail is the P99 story.")
+	d.p(
+		"Cumulative distributions of successful measured requests: a curve further left is faster; a long flat tail is the P99 story.",
+	)
 	drawn := false
 	for ti, t := range m.targets {
 		sc := harness.ScenarioConcurrency
@@ -104,7 +106,12 @@ func cdf(v []float64, points int) (x, y []float64) {
 func (m *model) timeline(d *document) {
 	d.h(2, "timeline", "Timeline")
 	for ri, r := range m.runs {
-		c := Chart{ID: fmt.Sprintf("chart-timeline-%d", ri), Title: "Requests over time, " + r.Name(), XLabel: "time since run start (s)", YLabel: "TTFT ms (failures: time to failure)"}
+		c := Chart{
+			ID:     fmt.Sprintf("chart-timeline-%d", ri),
+			Title:  "Requests over time, " + r.Name(),
+			XLabel: "time since run start (s)",
+			YLabel: "TTFT ms (failures: time to failure)",
+		}
 		byTarget := map[string]*Series{}
 		var order []string
 		errs := &Series{Name: "failed", Points: true, Color: "#D55E00"}
@@ -187,7 +194,18 @@ func (m *model) anomalies(d *document) {
 	var items []string
 	for _, t := range m.targets {
 		for _, a := range t.anomalies {
-			items = append(items, fmt.Sprintf("**%s**, %s — %s: %s (%d of %d streams)", t.name, a.Group, a.Kind, a.Detail, a.Affected, a.Of))
+			items = append(
+				items,
+				fmt.Sprintf(
+					"**%s**, %s — %s: %s (%d of %d streams)",
+					t.name,
+					a.Group,
+					a.Kind,
+					a.Detail,
+					a.Affected,
+					a.Of,
+				),
+			)
 		}
 	}
 	if len(items) == 0 {

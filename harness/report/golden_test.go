@@ -16,7 +16,11 @@ import (
 
 var (
 	update   = flag.Bool("update", false, "rewrite testdata/golden/report.md from the committed run")
-	regenRun = flag.Bool("regen-run", false, "rerun testdata/golden-plan.yaml against the example mocks into testdata/golden-run first")
+	regenRun = flag.Bool(
+		"regen-run",
+		false,
+		"rerun testdata/golden-plan.yaml against the example mocks into testdata/golden-run first",
+	)
 )
 
 const goldenRun = "testdata/golden-run"
@@ -40,8 +44,17 @@ func regenerate(t *testing.T) {
 	// Host facts would change with every regeneration; keep them neutral.
 	var info results.RunInfo[harness.Plan]
 	readJSON(t, filepath.Join(goldenRun, results.RunFile), &info)
-	info.Host = results.Host{Hostname: "golden-host", OS: "linux", Arch: "amd64", CPUModel: "test CPU", CPUCores: 2, CPUThreads: 2,
-		MemoryBytes: 8 << 30, GoVersion: "go1.26", GOMAXPROCS: 2}
+	info.Host = results.Host{
+		Hostname:    "golden-host",
+		OS:          "linux",
+		Arch:        "amd64",
+		CPUModel:    "test CPU",
+		CPUCores:    2,
+		CPUThreads:  2,
+		MemoryBytes: 8 << 30,
+		GoVersion:   "go1.26",
+		GOMAXPROCS:  2,
+	}
 	writeJSON(t, filepath.Join(goldenRun, results.RunFile), info)
 	_ = os.Remove(filepath.Join(goldenRun, "client.jsonl"))
 }
@@ -82,7 +95,13 @@ func TestGoldenReport(t *testing.T) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("report.md differs from %s at line %d:\n got: %s\nwant: %s\n(run with -update after checking the change)", golden, i+1, g, w)
+				t.Fatalf(
+					"report.md differs from %s at line %d:\n got: %s\nwant: %s\n(run with -update after checking the change)",
+					golden,
+					i+1,
+					g,
+					w,
+				)
 			}
 		}
 	}

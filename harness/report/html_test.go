@@ -51,7 +51,8 @@ func parsePage(t *testing.T, page string) parsedPage {
 				p.scripts++
 			}
 			for _, a := range n.Attr {
-				if (a.Key == "src" || a.Key == "href") && (strings.Contains(a.Val, "://") || strings.HasPrefix(a.Val, "//")) {
+				if (a.Key == "src" || a.Key == "href") &&
+					(strings.Contains(a.Val, "://") || strings.HasPrefix(a.Val, "//")) {
 					p.external = append(p.external, a.Val)
 				}
 			}
@@ -110,9 +111,13 @@ func TestChartEmpty(t *testing.T) {
 		empty bool
 	}{
 		{"no series", Chart{}, true}, // nothing to draw
-		{"NaN only", Chart{Series: []Series{{X: []float64{1}, Y: []float64{nan()}}}}, true},            // unplottable
-		{"one point", Chart{Series: []Series{{X: []float64{1}, Y: []float64{2}}}}, false},              // drawable
-		{"log x, zero", Chart{LogX: true, Series: []Series{{X: []float64{0}, Y: []float64{2}}}}, true}, // no place for 0 on a log axis
+		{"NaN only", Chart{Series: []Series{{X: []float64{1}, Y: []float64{nan()}}}}, true}, // unplottable
+		{"one point", Chart{Series: []Series{{X: []float64{1}, Y: []float64{2}}}}, false},   // drawable
+		{
+			"log x, zero",
+			Chart{LogX: true, Series: []Series{{X: []float64{0}, Y: []float64{2}}}},
+			true,
+		}, // no place for 0 on a log axis
 	}
 	for _, c := range cases {
 		if got := c.c.Empty(); got != c.empty {

@@ -43,7 +43,12 @@ func (m *model) limitations(d *document) {
 					ra = append(ra, float64(r.RetryAfterMS))
 				}
 			}
-			s := fmt.Sprintf("**Throttling seen** on %s: %d requests got 429 (%s)", t.name, limited, strings.Join(limitedSteps, ", "))
+			s := fmt.Sprintf(
+				"**Throttling seen** on %s: %d requests got 429 (%s)",
+				t.name,
+				limited,
+				strings.Join(limitedSteps, ", "),
+			)
 			if len(ra) > 0 {
 				s += fmt.Sprintf("; Retry-After median %s", human(median(ra)))
 			}
@@ -67,12 +72,18 @@ func (m *model) limitations(d *document) {
 		var spikes []string
 		for _, s := range t.steps {
 			if s.s.E2E.Count >= 20 && s.s.E2E.P99 > 0 && s.s.E2E.Max > 3*s.s.E2E.P99 {
-				spikes = append(spikes, fmt.Sprintf("%s (max %s vs P99 %s)", s.name(), human(s.s.E2E.Max), human(s.s.E2E.P99)))
+				spikes = append(
+					spikes,
+					fmt.Sprintf("%s (max %s vs P99 %s)", s.name(), human(s.s.E2E.Max), human(s.s.E2E.P99)),
+				)
 			}
 		}
 		if len(spikes) > 0 {
-			add("**Spikes** on %s: E2E maximum above 3× its P99 in %s. Rare events like these dominate P99.9; more samples would say how rare.",
-				t.name, strings.Join(spikes, "; "))
+			add(
+				"**Spikes** on %s: E2E maximum above 3× its P99 in %s. Rare events like these dominate P99.9; more samples would say how rare.",
+				t.name,
+				strings.Join(spikes, "; "),
+			)
 		}
 		stalls := 0
 		for _, a := range t.anomalies {
@@ -81,7 +92,11 @@ func (m *model) limitations(d *document) {
 			}
 		}
 		if stalls > 0 {
-			add("**Stalls** on %s: %d streams paused mid-stream far beyond the median gap (see Streaming anomalies).", t.name, stalls)
+			add(
+				"**Stalls** on %s: %d streams paused mid-stream far beyond the median gap (see Streaming anomalies).",
+				t.name,
+				stalls,
+			)
 		}
 	}
 
@@ -99,10 +114,16 @@ func (m *model) limitations(d *document) {
 		}
 	}
 	if len(bound) > 0 {
-		add("**Client-bound steps** — the load generator, not the server, may have limited these: %s. Their latencies are upper bounds, their throughput lower bounds.", strings.Join(bound, "; "))
+		add(
+			"**Client-bound steps** — the load generator, not the server, may have limited these: %s. Their latencies are upper bounds, their throughput lower bounds.",
+			strings.Join(bound, "; "),
+		)
 	}
 	if len(late) > 0 {
-		add("**Schedule lag** above 1 ms (the client sent late): %s. Latency from schedule (in summary.json) includes that delay.", strings.Join(late, "; "))
+		add(
+			"**Schedule lag** above 1 ms (the client sent late): %s. Latency from schedule (in summary.json) includes that delay.",
+			strings.Join(late, "; "),
+		)
 	}
 
 	// Thin samples.
@@ -132,8 +153,14 @@ func (m *model) limitations(d *document) {
 		if maxN != minN {
 			n = fmt.Sprintf("%d–%d", minN, maxN)
 		}
-		add("**Thin samples**: in %d of %d steps the P99 rests on %s samples, fewer than the %d a two-sided 95 %% interval needs: "+
-			"treat those P99s as lower bounds (the table below marks them \"open\"), and P99.9 needs ten times more.", thin, steps, n, need)
+		add(
+			"**Thin samples**: in %d of %d steps the P99 rests on %s samples, fewer than the %d a two-sided 95 %% interval needs: "+
+				"treat those P99s as lower bounds (the table below marks them \"open\"), and P99.9 needs ten times more.",
+			thin,
+			steps,
+			n,
+			need,
+		)
 	}
 
 	// Network path.
@@ -145,7 +172,9 @@ func (m *model) limitations(d *document) {
 		sampled = sampled || len(r.Server) > 0
 	}
 	if !sampled {
-		add("**No server-side view**: the run sampled neither the engine's metrics nor the GPUs (`server_metrics`, `gpu` in the plan), so queueing inside the server is inferred from client timings alone.")
+		add(
+			"**No server-side view**: the run sampled neither the engine's metrics nor the GPUs (`server_metrics`, `gpu` in the plan), so queueing inside the server is inferred from client timings alone.",
+		)
 	}
 
 	// Warm-up and reading problems.
@@ -160,7 +189,10 @@ func (m *model) limitations(d *document) {
 	}
 	for _, r := range m.runs {
 		if r.Info.Interrupted {
-			add("Run %s was **interrupted**: its last step is partial and unfinished requests are recorded as cancelled.", r.Name())
+			add(
+				"Run %s was **interrupted**: its last step is partial and unfinished requests are recorded as cancelled.",
+				r.Name(),
+			)
 		}
 		for _, n := range r.Notes {
 			add("Run %s: %s.", r.Name(), n)
@@ -199,11 +231,21 @@ func (m *model) networkNote() string {
 	var s string
 	switch {
 	case len(remote) == 0:
-		s = fmt.Sprintf("**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, loss or jitter in these numbers; clients across a real network add at least one RTT to TTFT and may see chunks coalesce.", strings.Join(loop, ", "))
+		s = fmt.Sprintf(
+			"**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, loss or jitter in these numbers; clients across a real network add at least one RTT to TTFT and may see chunks coalesce.",
+			strings.Join(loop, ", "),
+		)
 	case len(loop) > 0:
-		s = fmt.Sprintf("**Mixed network paths**: %s over loopback, %s over the network — compare them with that in mind.", strings.Join(loop, ", "), strings.Join(remote, ", "))
+		s = fmt.Sprintf(
+			"**Mixed network paths**: %s over loopback, %s over the network — compare them with that in mind.",
+			strings.Join(loop, ", "),
+			strings.Join(remote, ", "),
+		)
 	default:
-		s = fmt.Sprintf("**Network path**: targets (%s) were reached over the network from the client host; production clients sit elsewhere and see their own RTT.", strings.Join(remote, ", "))
+		s = fmt.Sprintf(
+			"**Network path**: targets (%s) were reached over the network from the client host; production clients sit elsewhere and see their own RTT.",
+			strings.Join(remote, ", "),
+		)
 	}
 	if len(conn) > 0 {
 		s += fmt.Sprintf(" Median TCP connect time was %s ms (≈ one round trip).", ms(median(conn)))
@@ -227,8 +269,18 @@ func isLoopback(raw string) bool {
 // ciTable gives each step's P50 and P99 TTFT and E2E with their
 // distribution-free 95 % intervals.
 func (m *model) ciTable(d *document) {
-	t := table{header: []string{"target", "step", "n", "TTFT P50 [95 % CI]", "TTFT P99 [95 % CI]", "E2E P50 [95 % CI]", "E2E P99 [95 % CI]"},
-		right: []bool{false, false, true, false, false, false, false}}
+	t := table{
+		header: []string{
+			"target",
+			"step",
+			"n",
+			"TTFT P50 [95 % CI]",
+			"TTFT P99 [95 % CI]",
+			"E2E P50 [95 % CI]",
+			"E2E P99 [95 % CI]",
+		},
+		right: []bool{false, false, true, false, false, false, false},
+	}
 	for _, tv := range m.targets {
 		for _, s := range tv.steps {
 			row := []string{tv.name, s.name(), fmt.Sprint(s.s.OK)}
@@ -253,6 +305,9 @@ func (m *model) ciTable(d *document) {
 	if len(t.rows) == 0 {
 		return
 	}
-	d.p("%s", "Percentiles with distribution-free 95 % confidence intervals from order statistics (exact sample percentiles, so they may differ from the HDR figures above in the last digit). \"open\" marks an interval the sample is too small to close: the true value may lie beyond it.")
+	d.p(
+		"%s",
+		"Percentiles with distribution-free 95 % confidence intervals from order statistics (exact sample percentiles, so they may differ from the HDR figures above in the last digit). \"open\" marks an interval the sample is too small to close: the true value may lie beyond it.",
+	)
 	d.add(t)
 }

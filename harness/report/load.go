@@ -49,7 +49,10 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		if len(recs) == 0 {
 			return nil, fmt.Errorf("report: %w", err)
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; the %d records before it are used", results.RecordsFile, err, len(recs)))
+		r.Notes = append(
+			r.Notes,
+			fmt.Sprintf("%s: %v; the %d records before it are used", results.RecordsFile, err, len(recs)),
+		)
 	}
 	r.Records = recs
 	switch b, err := os.ReadFile(filepath.Join(dir, results.RunFile)); {

@@ -23,14 +23,30 @@ var groups = []group{
 	{"concurrency", "Concurrency ladder (closed loop)", "", []string{harness.ScenarioConcurrency}},
 	{"rate", "Rate ladder (open loop)", "", []string{harness.ScenarioRate}},
 	{"long-context", "Long context", "", []string{harness.ScenarioLongContext}},
-	{"cold-start", "Cold start", "Each cold request followed an idle gap with nothing in flight; the warm reference ran the same way back to back.",
-		[]string{harness.ScenarioColdStart, harness.ScenarioWarm}},
-	{"streaming", "Streaming vs non-streaming", "Non-streaming requests have no first token before the whole answer: compare E2E; their TTFT equals E2E.",
-		[]string{harness.ScenarioStreaming, harness.ScenarioNonStreaming}},
-	{"connection", "Connection reuse vs new connection per request", "A new connection per request pays TCP (and TLS) set-up inside its TTFT.",
-		[]string{harness.ScenarioConnReuse, harness.ScenarioConnNew}},
-	{"throughput-split", "Request throughput vs token throughput", "Short outputs measure how many requests/s the server completes; long outputs how many tokens/s it decodes.",
-		[]string{harness.ScenarioShortOutput, harness.ScenarioLongOutput}},
+	{
+		"cold-start",
+		"Cold start",
+		"Each cold request followed an idle gap with nothing in flight; the warm reference ran the same way back to back.",
+		[]string{harness.ScenarioColdStart, harness.ScenarioWarm},
+	},
+	{
+		"streaming",
+		"Streaming vs non-streaming",
+		"Non-streaming requests have no first token before the whole answer: compare E2E; their TTFT equals E2E.",
+		[]string{harness.ScenarioStreaming, harness.ScenarioNonStreaming},
+	},
+	{
+		"connection",
+		"Connection reuse vs new connection per request",
+		"A new connection per request pays TCP (and TLS) set-up inside its TTFT.",
+		[]string{harness.ScenarioConnReuse, harness.ScenarioConnNew},
+	},
+	{
+		"throughput-split",
+		"Request throughput vs token throughput",
+		"Short outputs measure how many requests/s the server completes; long outputs how many tokens/s it decodes.",
+		[]string{harness.ScenarioShortOutput, harness.ScenarioLongOutput},
+	},
 }
 
 // dimensions writes, per scenario (or compared pair), the charts and the
@@ -135,7 +151,9 @@ func (m *model) latencyTable(d *document, scs []string) {
 		}
 		t.rows = append(t.rows, r)
 	}
-	d.p("Latency (ms) of successful measured requests; TTFT and E2E from the moment the request was sent (from schedule in the JSON).")
+	d.p(
+		"Latency (ms) of successful measured requests; TTFT and E2E from the moment the request was sent (from schedule in the JSON).",
+	)
 	d.add(t)
 }
 
@@ -199,7 +217,12 @@ func (m *model) ladderCharts(d *document, sc string) {
 	if sc == harness.ScenarioRate {
 		xl, ladder = "offered rate (requests/s)", analysis.LadderRate
 	}
-	thr := Chart{ID: "chart-throughput-" + sc, Title: "Output throughput vs " + strings.Split(xl, " ")[0] + ", all targets", XLabel: xl, YLabel: "output tokens/s"}
+	thr := Chart{
+		ID:     "chart-throughput-" + sc,
+		Title:  "Output throughput vs " + strings.Split(xl, " ")[0] + ", all targets",
+		XLabel: xl,
+		YLabel: "output tokens/s",
+	}
 	for i, t := range m.targets {
 		steps := t.scenario(sc)
 		if len(steps) == 0 {
@@ -211,7 +234,10 @@ func (m *model) ladderCharts(d *document, sc string) {
 		}
 		thr.Series = append(thr.Series, se)
 		if k, ok := t.knees[ladder]; ok && k.ThroughputKnee != nil {
-			thr.Markers = append(thr.Markers, Marker{X: *k.ThroughputKnee, Label: fmt.Sprintf("knee %s: %s", t.name, num(*k.ThroughputKnee))})
+			thr.Markers = append(
+				thr.Markers,
+				Marker{X: *k.ThroughputKnee, Label: fmt.Sprintf("knee %s: %s", t.name, num(*k.ThroughputKnee))},
+			)
 		}
 	}
 	d.chart(thr)
@@ -223,7 +249,12 @@ func (m *model) ladderCharts(d *document, sc string) {
 		{"itl", "ITL", func(s *results.StepSummary) results.Stats { return s.ITL }},
 		{"e2e", "E2E latency", func(s *results.StepSummary) results.Stats { return s.E2E }},
 	} {
-		c := Chart{ID: "chart-" + metric.id + "-" + sc, Title: metric.name + " P50 / P95 / P99 vs " + strings.Split(xl, " ")[0], XLabel: xl, YLabel: "ms"}
+		c := Chart{
+			ID:     "chart-" + metric.id + "-" + sc,
+			Title:  metric.name + " P50 / P95 / P99 vs " + strings.Split(xl, " ")[0],
+			XLabel: xl,
+			YLabel: "ms",
+		}
 		for i, t := range m.targets {
 			steps := t.scenario(sc)
 			if len(steps) == 0 {
@@ -256,7 +287,13 @@ func (m *model) ladderCharts(d *document, sc string) {
 
 // contextChart draws TTFT against prompt length, bends marked.
 func (m *model) contextChart(d *document) {
-	c := Chart{ID: "chart-ttft-context", Title: "TTFT vs input length", XLabel: "input tokens", YLabel: "TTFT ms", LogX: true}
+	c := Chart{
+		ID:     "chart-ttft-context",
+		Title:  "TTFT vs input length",
+		XLabel: "input tokens",
+		YLabel: "TTFT ms",
+		LogX:   true,
+	}
 	for i, t := range m.targets {
 		steps := t.scenario(harness.ScenarioLongContext)
 		if len(steps) == 0 {
@@ -286,14 +323,23 @@ func (m *model) contextChart(d *document) {
 			continue
 		}
 		if t.ctx.PrefillTokensPerS == 0 {
-			items = append(items, fmt.Sprintf("**%s**: TTFT did not grow measurably across the shorter buckets: prefill cost not resolved at this sample size", t.name))
+			items = append(
+				items,
+				fmt.Sprintf(
+					"**%s**: TTFT did not grow measurably across the shorter buckets: prefill cost not resolved at this sample size",
+					t.name,
+				),
+			)
 			continue
 		}
 		s := fmt.Sprintf("**%s**: %.2f ms per 1,000 prompt tokens over the shorter buckets (≈ %s prefill tokens/s)",
 			t.name, t.ctx.MSPer1K, rate(t.ctx.PrefillTokensPerS))
 		if t.ctx.Bend != nil {
-			s += fmt.Sprintf("; the curve bends after %s tokens: the longest buckets take up to %.0f %% longer than linear prefill predicts",
-				commas(int64(*t.ctx.Bend)), t.ctx.Excess*100)
+			s += fmt.Sprintf(
+				"; the curve bends after %s tokens: the longest buckets take up to %.0f %% longer than linear prefill predicts",
+				commas(int64(*t.ctx.Bend)),
+				t.ctx.Excess*100,
+			)
 		} else {
 			s += fmt.Sprintf("; no bend: every bucket within %.0f %% of linear prefill (largest excess %.0f %%)",
 				analysis.DefaultBendExcess*100, t.ctx.Excess*100)
@@ -306,8 +352,21 @@ func (m *model) contextChart(d *document) {
 }
 
 func (m *model) coldTable(d *document) {
-	t := table{header: []string{"target", "cold n", "cold TTFT P50", "cold 95 % CI", "cold max", "warm n", "warm TTFT P50", "delta", "ratio", "significant"},
-		right: []bool{false, true, true, false, true, true, true, true, true, false}}
+	t := table{
+		header: []string{
+			"target",
+			"cold n",
+			"cold TTFT P50",
+			"cold 95 % CI",
+			"cold max",
+			"warm n",
+			"warm TTFT P50",
+			"delta",
+			"ratio",
+			"significant",
+		},
+		right: []bool{false, true, true, false, true, true, true, true, true, false},
+	}
 	for _, tv := range m.targets {
 		c := tv.cold
 		if c == nil {
@@ -339,8 +398,19 @@ func ciCell(iv analysis.Interval) string {
 
 // connTable compares connection set-up costs of reuse vs new connections.
 func (m *model) connTable(d *document) {
-	t := table{header: []string{"target", "mode", "requests", "new connections", "connect P50 ms", "TLS P50 ms", "TTFT P50 ms", "E2E P50 ms"},
-		right: []bool{false, false, true, true, true, true, true, true}}
+	t := table{
+		header: []string{
+			"target",
+			"mode",
+			"requests",
+			"new connections",
+			"connect P50 ms",
+			"TLS P50 ms",
+			"TTFT P50 ms",
+			"E2E P50 ms",
+		},
+		right: []bool{false, false, true, true, true, true, true, true},
+	}
 	for _, tv := range m.targets {
 		for _, sc := range []string{harness.ScenarioConnReuse, harness.ScenarioConnNew} {
 			for _, s := range tv.scenario(sc) {
@@ -362,8 +432,11 @@ func (m *model) connTable(d *document) {
 						tlsT = append(tlsT, float64(r.TLSNS)/1e6)
 					}
 				}
-				t.rows = append(t.rows, []string{tv.name, sc, fmt.Sprint(n), fmt.Sprint(fresh), ms(median(conn)), ms(median(tlsT)),
-					ms(s.s.TTFT.P50), ms(s.s.E2E.P50)})
+				t.rows = append(
+					t.rows,
+					[]string{tv.name, sc, fmt.Sprint(n), fmt.Sprint(fresh), ms(median(conn)), ms(median(tlsT)),
+						ms(s.s.TTFT.P50), ms(s.s.E2E.P50)},
+				)
 			}
 		}
 	}

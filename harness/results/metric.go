@@ -136,7 +136,9 @@ func (m *Metric) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("histogram: %w", err)
 	}
-	return json.Marshal(metricJSON{N: m.n, MeanNS: m.mean, M2: m.m2, MinNS: m.min, MaxNS: m.max, Clamped: m.clamped, HDR: string(b)})
+	return json.Marshal(
+		metricJSON{N: m.n, MeanNS: m.mean, M2: m.m2, MinNS: m.min, MaxNS: m.max, Clamped: m.clamped, HDR: string(b)},
+	)
 }
 
 // UnmarshalJSON reads the serialised form.

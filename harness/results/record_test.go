@@ -23,7 +23,18 @@ func sampleRecords() []Record {
 			ID: "r1-0-1", Target: "mock", Step: 0, Scenario: "concurrency", Concurrency: 4, API: "chat", Stream: true, Warmup: true,
 			IntendedNS: 5, DoneNS: 9, Status: 429, ErrorClass: ErrRateLimited, Error: "slow down \"please\"\n", RetryAfterMS: 644, Attempts: 2,
 		},
-		{ID: "r1-1-0", Target: "t", Step: 1, Scenario: "rate", Rate: 12.5, API: "tgi", IntendedNS: 1, DoneNS: 2, ErrorClass: ErrStreamCut, NOutDiff: -3},
+		{
+			ID:         "r1-1-0",
+			Target:     "t",
+			Step:       1,
+			Scenario:   "rate",
+			Rate:       12.5,
+			API:        "tgi",
+			IntendedNS: 1,
+			DoneNS:     2,
+			ErrorClass: ErrStreamCut,
+			NOutDiff:   -3,
+		},
 	}
 }
 

@@ -17,10 +17,14 @@ func TestSampleFamily(t *testing.T) {
 		want  float64
 		found bool
 	}{
-		{[]string{"vllm:num_requests_running", "tgi_batch_current_size"}, 7, true}, // vLLM preferred, summed over label sets
-		{[]string{"vllm:num_requests_waiting", "tgi_queue_size"}, 2, true},         // TGI when vLLM's is absent
-		{[]string{"DCGM_FI_DEV_GPU_UTIL"}, 0, false},                               // absent
-		{[]string{"vllm:num_requests"}, 0, false},                                  // a prefix is not the family
+		{
+			[]string{"vllm:num_requests_running", "tgi_batch_current_size"},
+			7,
+			true,
+		}, // vLLM preferred, summed over label sets
+		{[]string{"vllm:num_requests_waiting", "tgi_queue_size"}, 2, true}, // TGI when vLLM's is absent
+		{[]string{"DCGM_FI_DEV_GPU_UTIL"}, 0, false},                       // absent
+		{[]string{"vllm:num_requests"}, 0, false},                          // a prefix is not the family
 	}
 	for _, c := range cases {
 		if got, ok := s.Family(c.names...); got != c.want || ok != c.found {

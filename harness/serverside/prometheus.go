@@ -169,7 +169,9 @@ func ParseMetrics(r io.Reader, keep func(family string) bool, buckets bool) (map
 				if buckets {
 					for _, b := range h.GetBucket() {
 						le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
-						out[SeriesKey(name+"_bucket", append(slices.Clone(labels), [2]string{"le", le}))] = float64(b.GetCumulativeCount())
+						out[SeriesKey(name+"_bucket", append(slices.Clone(labels), [2]string{"le", le}))] = float64(
+							b.GetCumulativeCount(),
+						)
 					}
 				}
 			case dto.MetricType_SUMMARY:

@@ -71,13 +71,22 @@ func TestPrometheusScrapesTheMock(t *testing.T) {
 			`vllm:time_to_first_token_seconds_count{model_name="m"}`: 2,
 			`vllm:e2e_request_latency_seconds_count{model_name="m"}`: 2,
 		}, []string{`vllm:prompt_tokens_total{model_name="m"}`, `vllm:e2e_request_latency_seconds_sum{model_name="m"}`},
-			[]string{"testbed_mock_emission_lateness_seconds_count", `vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`}},
+			[]string{
+				"testbed_mock_emission_lateness_seconds_count",
+				`vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`,
+			}},
 		// A prefix pattern with buckets keeps exactly that family's series.
-		{"prefix with buckets", []PrometheusOption{WithSeries("vllm:time_to_first*"), WithBuckets(true)}, map[string]float64{
-			`vllm:time_to_first_token_seconds_count{model_name="m"}`:             2,
-			`vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}`:  2,
-			`vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`: 0,
-		}, nil, []string{`vllm:generation_tokens_total{model_name="m"}`}},
+		{
+			"prefix with buckets",
+			[]PrometheusOption{WithSeries("vllm:time_to_first*"), WithBuckets(true)},
+			map[string]float64{
+				`vllm:time_to_first_token_seconds_count{model_name="m"}`:             2,
+				`vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}`:  2,
+				`vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"}`: 0,
+			},
+			nil,
+			[]string{`vllm:generation_tokens_total{model_name="m"}`},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -146,7 +155,8 @@ func TestPrometheusDCGMFixture(t *testing.T) {
 		if strings.HasPrefix(k, "DCGM_FI_DEV_GPU_UTIL{") {
 			n++
 		}
-		if strings.HasPrefix(k, "DCGM_FI_DEV_MEM_CLOCK") || strings.HasPrefix(k, "DCGM_FI_DEV_XID_ERRORS") || strings.HasPrefix(k, "DCGM_FI_DEV_TOTAL_ENERGY") {
+		if strings.HasPrefix(k, "DCGM_FI_DEV_MEM_CLOCK") || strings.HasPrefix(k, "DCGM_FI_DEV_XID_ERRORS") ||
+			strings.HasPrefix(k, "DCGM_FI_DEV_TOTAL_ENERGY") {
 			t.Errorf("%s kept, not in DefaultSeries", k)
 		}
 	}
@@ -175,9 +185,19 @@ func TestPrometheusErrors(t *testing.T) {
 		name, path, want string
 		timeout          time.Duration
 	}{
-		{"server error is reported with its status", "/500", "HTTP 500", time.Second},                        // 5xx
-		{"malformed text is a parse error", "/garbage", "metrics text", time.Second},                         // parser error names the format
-		{"a slow endpoint is cut off by the reading's deadline", "/slow", "deadline", 50 * time.Millisecond}, // context bound
+		{"server error is reported with its status", "/500", "HTTP 500", time.Second}, // 5xx
+		{
+			"malformed text is a parse error",
+			"/garbage",
+			"metrics text",
+			time.Second,
+		}, // parser error names the format
+		{
+			"a slow endpoint is cut off by the reading's deadline",
+			"/slow",
+			"deadline",
+			50 * time.Millisecond,
+		}, // context bound
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -204,9 +224,13 @@ func TestNewPrometheusValidates(t *testing.T) {
 		opts []PrometheusOption
 		want string
 	}{
-		{"localhost:8000/metrics", nil, "http://"},                                      // scheme missing
-		{"http://h/metrics", []PrometheusOption{WithSeries()}, "empty series"},          // nothing to keep
-		{"http://h/metrics", []PrometheusOption{WithSeries("vllm:a", "*")}, `"*"`},      // keep-everything pattern refused
+		{"localhost:8000/metrics", nil, "http://"},                             // scheme missing
+		{"http://h/metrics", []PrometheusOption{WithSeries()}, "empty series"}, // nothing to keep
+		{
+			"http://h/metrics",
+			[]PrometheusOption{WithSeries("vllm:a", "*")},
+			`"*"`,
+		}, // keep-everything pattern refused
 		{"http://h/metrics", []PrometheusOption{WithSeries("vllm:a", "")}, `series ""`}, // empty name
 	}
 	for _, c := range cases {

@@ -148,7 +148,12 @@ func (failingSource) Read(context.Context, *results.Sample) error {
 func TestSamplerKeepsFailedReadings(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	s, err := NewSampler(time.Now(), []Source{failingSource{}, &countingSource{}}, WithInterval(time.Hour), WithOutput(&buf))
+	s, err := NewSampler(
+		time.Now(),
+		[]Source{failingSource{}, &countingSource{}},
+		WithInterval(time.Hour),
+		WithOutput(&buf),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +187,41 @@ func TestNewSamplerValidates(t *testing.T) {
 		opts    []SamplerOption
 		want    string
 	}{
-		{"no sources", time.Now(), nil, nil, "no sources"},                                                     // nothing to read
-		{"zero interval", time.Now(), src, []SamplerOption{WithInterval(0)}, "interval"},                       // ticker needs a period
-		{"zero buffer", time.Now(), src, []SamplerOption{WithBuffer(0)}, "buffer"},                             // nothing could be kept
-		{"zero start", time.Time{}, src, nil, "start"},                                                         // offsets need an origin
-		{"unwritable file", time.Now(), src, []SamplerOption{WithFile("/nonexistent/dir/x.jsonl")}, "sampler"}, // error surfaces
+		{
+			"no sources",
+			time.Now(),
+			nil,
+			nil,
+			"no sources",
+		}, // nothing to read
+		{
+			"zero interval",
+			time.Now(),
+			src,
+			[]SamplerOption{WithInterval(0)},
+			"interval",
+		}, // ticker needs a period
+		{
+			"zero buffer",
+			time.Now(),
+			src,
+			[]SamplerOption{WithBuffer(0)},
+			"buffer",
+		}, // nothing could be kept
+		{
+			"zero start",
+			time.Time{},
+			src,
+			nil,
+			"start",
+		}, // offsets need an origin
+		{
+			"unwritable file",
+			time.Now(),
+			src,
+			[]SamplerOption{WithFile("/nonexistent/dir/x.jsonl")},
+			"sampler",
+		}, // error surfaces
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

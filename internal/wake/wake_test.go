@@ -20,7 +20,14 @@ func TestOrderAndCancel(t *testing.T) {
 		t.Error("no timerfd on Linux: the waker fell back to runtime timers")
 	}
 	base := time.Now()
-	offsets := []time.Duration{3 * time.Millisecond, 100 * time.Microsecond, 2 * time.Millisecond, 0, -time.Millisecond, 2 * time.Millisecond}
+	offsets := []time.Duration{
+		3 * time.Millisecond,
+		100 * time.Microsecond,
+		2 * time.Millisecond,
+		0,
+		-time.Millisecond,
+		2 * time.Millisecond,
+	}
 	var wg sync.WaitGroup
 	for _, off := range offsets {
 		wg.Go(func() {

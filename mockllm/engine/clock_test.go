@@ -39,7 +39,12 @@ func TestVirtualClockStepByStep(t *testing.T) {
 		running, waiting int
 		kv               float64
 	}{
-		{p.ColdStart, 2, 1, 0.5},                                              // two prefills; the third waits for a slot
+		{
+			p.ColdStart,
+			2,
+			1,
+			0.5,
+		}, // two prefills; the third waits for a slot
 		{p.ColdStart + prefill2, 2, 1, 0.5},                                   // decode
 		{p.ColdStart + prefill2 + decode2, 2, 1, 0.5},                         // last decode of both
 		{p.ColdStart + prefill2 + 2*decode2, 1, 0, 0.25},                      // the third admitted

@@ -43,7 +43,11 @@ func runWorkload(t *testing.T, p Profile, w workload) (final Stats, maxWaiting i
 		}
 		for i := range w.n {
 			time.Sleep(time.Duration(rng.ExpFloat64() * float64(w.gap)))
-			req := Request{ID: fmt.Sprint(i), PromptTokens: 1 + rng.IntN(w.maxPrompt), OutputTokens: 1 + rng.IntN(w.maxOutput)}
+			req := Request{
+				ID:           fmt.Sprint(i),
+				PromptTokens: 1 + rng.IntN(w.maxPrompt),
+				OutputTokens: 1 + rng.IntN(w.maxOutput),
+			}
 			quitAfter := -1
 			if rng.Float64() < w.abandon {
 				quitAfter = rng.IntN(req.OutputTokens)
@@ -110,7 +114,13 @@ func runWorkload(t *testing.T, p Profile, w workload) (final Stats, maxWaiting i
 				final.PromptTokens, final.DecodedTokens, prompt, minOutput, maxOutput)
 		}
 		if w.abandon == 0 && (final.PromptTokens != prompt || final.DecodedTokens != minOutput) {
-			t.Errorf("counted %d prompt / %d decoded tokens, want exactly %d / %d", final.PromptTokens, final.DecodedTokens, prompt, minOutput)
+			t.Errorf(
+				"counted %d prompt / %d decoded tokens, want exactly %d / %d",
+				final.PromptTokens,
+				final.DecodedTokens,
+				prompt,
+				minOutput,
+			)
 		}
 	})
 	return final, maxWaiting
@@ -135,7 +145,11 @@ func TestRandomWorkloadInvariants(t *testing.T) {
 		// Overloaded (1000 req/s of ~500-token prompts): the queue grows to thousands.
 		{"overload", workload{n: n, gap: time.Millisecond, maxPrompt: 1024, maxOutput: 256, seed: 1}, n * 3 / 4},
 		// A third of the clients leave early: their slots and blocks come back.
-		{"abandon", workload{n: n / 4, gap: 5 * time.Millisecond, maxPrompt: 2048, maxOutput: 512, abandon: 0.3, seed: 2}, 0},
+		{
+			"abandon",
+			workload{n: n / 4, gap: 5 * time.Millisecond, maxPrompt: 2048, maxOutput: 512, abandon: 0.3, seed: 2},
+			0,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

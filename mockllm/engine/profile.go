@@ -174,7 +174,7 @@ func PresetNames() []string {
 // whose values the file's fields override.
 type profileFile struct {
 	Base    string `yaml:"base"`
-	Profile `yaml:",inline"`
+	Profile `       yaml:",inline"`
 }
 
 // LoadProfile reads a YAML profile from path (see ParseProfile).
@@ -240,8 +240,20 @@ func engineMode(p *Profile) bool { return p.Mode == ModeEngine }
 var rules = []rule{
 	{"mode", always, func(p *Profile) bool { return p.Mode == ModeFixed || p.Mode == ModeEngine },
 		`must be "fixed" or "engine"`, func(p *Profile) any { return fmt.Sprintf("%q", p.Mode) }},
-	{"ttft", fixedMode, func(p *Profile) bool { return p.TTFT >= 0 }, "must be >= 0", func(p *Profile) any { return p.TTFT }},
-	{"itl", fixedMode, func(p *Profile) bool { return p.ITL > 0 }, "must be > 0", func(p *Profile) any { return p.ITL }},
+	{
+		"ttft",
+		fixedMode,
+		func(p *Profile) bool { return p.TTFT >= 0 },
+		"must be >= 0",
+		func(p *Profile) any { return p.TTFT },
+	},
+	{
+		"itl",
+		fixedMode,
+		func(p *Profile) bool { return p.ITL > 0 },
+		"must be > 0",
+		func(p *Profile) any { return p.ITL },
+	},
 	{"jitter.dist", fixedMode, func(p *Profile) bool {
 		switch p.Jitter.Dist {
 		case "", JitterNone, JitterNormal, JitterLognormal, JitterUniform:
@@ -257,23 +269,94 @@ var rules = []rule{
 		func(p *Profile) bool { return p.Jitter.CV <= 1/math.Sqrt(3) }, "must be <= 0.577 (1/√3) for uniform", func(p *Profile) any { return p.Jitter.CV }},
 	{"beta0_us", engineMode, func(p *Profile) bool { return p.Beta0US > 0 && !math.IsInf(p.Beta0US, 0) },
 		"must be > 0 and finite (every step costs time)", func(p *Profile) any { return p.Beta0US }},
-	{"beta1_us", engineMode, func(p *Profile) bool { return finiteNonNeg(p.Beta1US) }, "must be >= 0 and finite", func(p *Profile) any { return p.Beta1US }},
-	{"beta2_us", engineMode, func(p *Profile) bool { return finiteNonNeg(p.Beta2US) }, "must be >= 0 and finite", func(p *Profile) any { return p.Beta2US }},
-	{"beta3_us", engineMode, func(p *Profile) bool { return finiteNonNeg(p.Beta3US) }, "must be >= 0 and finite", func(p *Profile) any { return p.Beta3US }},
-	{"max_num_seqs", engineMode, func(p *Profile) bool { return p.MaxNumSeqs >= 1 }, "must be >= 1", func(p *Profile) any { return p.MaxNumSeqs }},
-	{"max_num_batched_tokens", engineMode, func(p *Profile) bool { return p.MaxNumBatchedTokens >= max(p.MaxNumSeqs, 1) },
-		"must be >= max_num_seqs (each running sequence needs a token per step)", func(p *Profile) any { return p.MaxNumBatchedTokens }},
-	{"block_size", engineMode, func(p *Profile) bool { return p.BlockSize >= 1 }, "must be >= 1", func(p *Profile) any { return p.BlockSize }},
-	{"kv_cache_blocks", engineMode, func(p *Profile) bool { return p.KVCacheBlocks >= 1 }, "must be >= 1", func(p *Profile) any { return p.KVCacheBlocks }},
-	{"max_waiting", always, func(p *Profile) bool { return p.MaxWaiting >= 0 }, "must be >= 0 (0 = unbounded)", func(p *Profile) any { return p.MaxWaiting }},
-	{"max_model_len", always, func(p *Profile) bool { return p.MaxModelLen >= 0 }, "must be >= 0 (0 = no limit)", func(p *Profile) any { return p.MaxModelLen }},
+	{
+		"beta1_us",
+		engineMode,
+		func(p *Profile) bool { return finiteNonNeg(p.Beta1US) },
+		"must be >= 0 and finite",
+		func(p *Profile) any { return p.Beta1US },
+	},
+	{
+		"beta2_us",
+		engineMode,
+		func(p *Profile) bool { return finiteNonNeg(p.Beta2US) },
+		"must be >= 0 and finite",
+		func(p *Profile) any { return p.Beta2US },
+	},
+	{
+		"beta3_us",
+		engineMode,
+		func(p *Profile) bool { return finiteNonNeg(p.Beta3US) },
+		"must be >= 0 and finite",
+		func(p *Profile) any { return p.Beta3US },
+	},
+	{
+		"max_num_seqs",
+		engineMode,
+		func(p *Profile) bool { return p.MaxNumSeqs >= 1 },
+		"must be >= 1",
+		func(p *Profile) any { return p.MaxNumSeqs },
+	},
+	{
+		"max_num_batched_tokens",
+		engineMode,
+		func(p *Profile) bool { return p.MaxNumBatchedTokens >= max(p.MaxNumSeqs, 1) },
+		"must be >= max_num_seqs (each running sequence needs a token per step)",
+		func(p *Profile) any { return p.MaxNumBatchedTokens },
+	},
+	{
+		"block_size",
+		engineMode,
+		func(p *Profile) bool { return p.BlockSize >= 1 },
+		"must be >= 1",
+		func(p *Profile) any { return p.BlockSize },
+	},
+	{
+		"kv_cache_blocks",
+		engineMode,
+		func(p *Profile) bool { return p.KVCacheBlocks >= 1 },
+		"must be >= 1",
+		func(p *Profile) any { return p.KVCacheBlocks },
+	},
+	{
+		"max_waiting",
+		always,
+		func(p *Profile) bool { return p.MaxWaiting >= 0 },
+		"must be >= 0 (0 = unbounded)",
+		func(p *Profile) any { return p.MaxWaiting },
+	},
+	{
+		"max_model_len",
+		always,
+		func(p *Profile) bool { return p.MaxModelLen >= 0 },
+		"must be >= 0 (0 = no limit)",
+		func(p *Profile) any { return p.MaxModelLen },
+	},
 	{"max_model_len", func(p *Profile) bool { return engineMode(p) && p.BlockSize >= 1 && p.KVCacheBlocks >= 1 },
 		func(p *Profile) bool {
 			return p.MaxModelLen <= p.KVCacheBlocks*p.BlockSize && p.MaxModelLen > 0
 		}, "must be > 0 and fit the KV cache (kv_cache_blocks × block_size tokens)", func(p *Profile) any { return p.MaxModelLen }},
-	{"cold_start", always, func(p *Profile) bool { return p.ColdStart >= 0 }, "must be >= 0", func(p *Profile) any { return p.ColdStart }},
-	{"idle_timeout", always, func(p *Profile) bool { return p.IdleTimeout >= 0 }, "must be >= 0", func(p *Profile) any { return p.IdleTimeout }},
-	{"startup_delay", always, func(p *Profile) bool { return p.StartupDelay >= 0 }, "must be >= 0", func(p *Profile) any { return p.StartupDelay }},
+	{
+		"cold_start",
+		always,
+		func(p *Profile) bool { return p.ColdStart >= 0 },
+		"must be >= 0",
+		func(p *Profile) any { return p.ColdStart },
+	},
+	{
+		"idle_timeout",
+		always,
+		func(p *Profile) bool { return p.IdleTimeout >= 0 },
+		"must be >= 0",
+		func(p *Profile) any { return p.IdleTimeout },
+	},
+	{
+		"startup_delay",
+		always,
+		func(p *Profile) bool { return p.StartupDelay >= 0 },
+		"must be >= 0",
+		func(p *Profile) any { return p.StartupDelay },
+	},
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }

@@ -57,33 +57,88 @@ func TestValidate(t *testing.T) {
 		want   string // substring of the error; "" = valid
 	}{
 		// The example message of the issue, verbatim.
-		{"negative itl", fixed, func(p *Profile) { p.ITL = -5 * time.Millisecond }, "profile: itl: must be > 0, got -5ms"},
+		{
+			"negative itl",
+			fixed,
+			func(p *Profile) { p.ITL = -5 * time.Millisecond },
+			"profile: itl: must be > 0, got -5ms",
+		},
 		// A zero TTFT is a legal (if odd) ground truth.
 		{"zero ttft ok", fixed, func(p *Profile) { p.TTFT = 0 }, ""},
 		{"negative ttft", fixed, func(p *Profile) { p.TTFT = -1 }, "profile: ttft: must be >= 0, got -1ns"},
-		{"unknown mode", fixed, func(p *Profile) { p.Mode = "turbo" }, `profile: mode: must be "fixed" or "engine", got "turbo"`},
-		{"unknown jitter", fixed, func(p *Profile) { p.Jitter = Jitter{Dist: "cauchy", CV: 0.1} }, `profile: jitter.dist:`},
+		{
+			"unknown mode",
+			fixed,
+			func(p *Profile) { p.Mode = "turbo" },
+			`profile: mode: must be "fixed" or "engine", got "turbo"`,
+		},
+		{
+			"unknown jitter",
+			fixed,
+			func(p *Profile) { p.Jitter = Jitter{Dist: "cauchy", CV: 0.1} },
+			`profile: jitter.dist:`,
+		},
 		// Normal is clamped at zero, so large CVs would bias the mean.
-		{"normal cv too big", fixed, func(p *Profile) { p.Jitter = Jitter{Dist: JitterNormal, CV: 0.6} }, "profile: jitter.cv: must be <= 0.5 for normal, got 0.6"},
+		{
+			"normal cv too big",
+			fixed,
+			func(p *Profile) { p.Jitter = Jitter{Dist: JitterNormal, CV: 0.6} },
+			"profile: jitter.cv: must be <= 0.5 for normal, got 0.6",
+		},
 		// U(1-√3cv, 1+√3cv) must stay non-negative.
-		{"uniform cv too big", fixed, func(p *Profile) { p.Jitter = Jitter{Dist: JitterUniform, CV: 0.6} }, "profile: jitter.cv: must be <= 0.577"},
+		{
+			"uniform cv too big",
+			fixed,
+			func(p *Profile) { p.Jitter = Jitter{Dist: JitterUniform, CV: 0.6} },
+			"profile: jitter.cv: must be <= 0.577",
+		},
 		{"lognormal any cv", fixed, func(p *Profile) { p.Jitter = Jitter{Dist: JitterLognormal, CV: 2} }, ""},
-		{"negative cv", fixed, func(p *Profile) { p.Jitter = Jitter{Dist: JitterLognormal, CV: -1} }, "profile: jitter.cv: must be >= 0"},
+		{
+			"negative cv",
+			fixed,
+			func(p *Profile) { p.Jitter = Jitter{Dist: JitterLognormal, CV: -1} },
+			"profile: jitter.cv: must be >= 0",
+		},
 		// Engine fields are ignored in fixed mode, so flags may leave them at zero.
 		{"fixed ignores engine fields", fixed, func(p *Profile) { p.MaxNumSeqs = -3 }, ""},
 		{"zero beta0", eng, func(p *Profile) { p.Beta0US = 0 }, "profile: beta0_us: must be > 0"},
-		{"nan beta1", eng, func(p *Profile) { p.Beta1US = math.NaN() }, "profile: beta1_us: must be >= 0 and finite, got NaN"},
+		{
+			"nan beta1",
+			eng,
+			func(p *Profile) { p.Beta1US = math.NaN() },
+			"profile: beta1_us: must be >= 0 and finite, got NaN",
+		},
 		{"inf beta2", eng, func(p *Profile) { p.Beta2US = math.Inf(1) }, "profile: beta2_us:"},
 		{"negative beta3", eng, func(p *Profile) { p.Beta3US = -1 }, "profile: beta3_us:"},
 		{"zero seqs", eng, func(p *Profile) { p.MaxNumSeqs = 0 }, "profile: max_num_seqs: must be >= 1, got 0"},
 		// vLLM refuses a budget smaller than the batch: decodes would starve.
-		{"budget below seqs", eng, func(p *Profile) { p.MaxNumBatchedTokens = 100 }, "profile: max_num_batched_tokens: must be >= max_num_seqs"},
+		{
+			"budget below seqs",
+			eng,
+			func(p *Profile) { p.MaxNumBatchedTokens = 100 },
+			"profile: max_num_batched_tokens: must be >= max_num_seqs",
+		},
 		{"zero block size", eng, func(p *Profile) { p.BlockSize = 0 }, "profile: block_size: must be >= 1, got 0"},
-		{"zero kv blocks", eng, func(p *Profile) { p.KVCacheBlocks = 0 }, "profile: kv_cache_blocks: must be >= 1, got 0"},
+		{
+			"zero kv blocks",
+			eng,
+			func(p *Profile) { p.KVCacheBlocks = 0 },
+			"profile: kv_cache_blocks: must be >= 1, got 0",
+		},
 		// A model length the KV cache cannot hold would deadlock admission.
-		{"model len over cache", eng, func(p *Profile) { p.KVCacheBlocks = 10 }, "profile: max_model_len: must be > 0 and fit the KV cache"},
+		{
+			"model len over cache",
+			eng,
+			func(p *Profile) { p.KVCacheBlocks = 10 },
+			"profile: max_model_len: must be > 0 and fit the KV cache",
+		},
 		{"negative waiting", eng, func(p *Profile) { p.MaxWaiting = -1 }, "profile: max_waiting: must be >= 0"},
-		{"negative cold start", eng, func(p *Profile) { p.ColdStart = -time.Second }, "profile: cold_start: must be >= 0, got -1s"},
+		{
+			"negative cold start",
+			eng,
+			func(p *Profile) { p.ColdStart = -time.Second },
+			"profile: cold_start: must be >= 0, got -1s",
+		},
 		{"negative idle", fixed, func(p *Profile) { p.IdleTimeout = -time.Second }, "profile: idle_timeout:"},
 		{"negative startup", fixed, func(p *Profile) { p.StartupDelay = -time.Second }, "profile: startup_delay:"},
 	}
@@ -165,7 +220,12 @@ func TestParseProfile(t *testing.T) {
 		{"integer duration", "mode: fixed\nttft: 100\nitl: 1s\n", nil, "cannot unmarshal"},
 		{"bad base", "base: nope\n", nil, "profile: base:"},
 		// A fraction where an integer belongs is an error, not a truncation.
-		{"fractional int", "base: ideal\nmax_model_len: 1000.5\n", nil, "profile: max_model_len: must be an integer, got 1000.5"},
+		{
+			"fractional int",
+			"base: ideal\nmax_model_len: 1000.5\n",
+			nil,
+			"profile: max_model_len: must be an integer, got 1000.5",
+		},
 		// Parsed profiles are validated.
 		{"invalid", "mode: fixed\nttft: 1s\nitl: -5ms\n", nil, "profile: itl: must be > 0, got -5ms"},
 		{"empty", "", nil, "profile: mode:"},

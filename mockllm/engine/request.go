@@ -7,7 +7,12 @@ import "fmt"
 func checkRequest(p Profile, req Request, minPrompt int) error {
 	switch {
 	case req.PromptTokens < minPrompt:
-		return fmt.Errorf("engine: request %q: prompt tokens must be >= %d, got %d", req.ID, minPrompt, req.PromptTokens)
+		return fmt.Errorf(
+			"engine: request %q: prompt tokens must be >= %d, got %d",
+			req.ID,
+			minPrompt,
+			req.PromptTokens,
+		)
 	case req.OutputTokens < 0:
 		return fmt.Errorf("engine: request %q: output tokens must be >= 0, got %d", req.ID, req.OutputTokens)
 	case p.MaxModelLen > 0 && req.PromptTokens+req.OutputTokens > p.MaxModelLen:

@@ -40,7 +40,10 @@ func newEngine(t *testing.T, p Profile) Scheduler {
 
 func start(t *testing.T, s Scheduler, prompt, output int) Stream {
 	t.Helper()
-	st, err := s.Start(t.Context(), Request{ID: fmt.Sprint("r", prompt, "-", output), PromptTokens: prompt, OutputTokens: output})
+	st, err := s.Start(
+		t.Context(),
+		Request{ID: fmt.Sprint("r", prompt, "-", output), PromptTokens: prompt, OutputTokens: output},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,9 @@ func TestStepTimesFollowBetaModel(t *testing.T) {
 			// first token comes at the end of the step that finishes it.
 			name: "chunked prefill", prompts: []int{20000}, output: 3,
 			want: func() [][]time.Duration {
-				return [][]time.Duration{steps(0, us(b0+8192*b1), us(b0+8192*b1), us(b0+3616*b1), us(b0+b2), us(b0+b2))[2:]}
+				return [][]time.Duration{
+					steps(0, us(b0+8192*b1), us(b0+8192*b1), us(b0+3616*b1), us(b0+b2), us(b0+b2))[2:],
+				}
 			},
 		},
 		{
@@ -367,7 +372,10 @@ func TestQueueLimitAndAbandon(t *testing.T) {
 		s := newEngine(t, p)
 		a := start(t, s, 10, 5)
 		_ = start(t, s, 10, 5)
-		if _, err := s.Start(t.Context(), Request{ID: "c", PromptTokens: 10, OutputTokens: 5}); !errors.Is(err, ErrQueueFull) {
+		if _, err := s.Start(t.Context(), Request{ID: "c", PromptTokens: 10, OutputTokens: 5}); !errors.Is(
+			err,
+			ErrQueueFull,
+		) {
 			t.Fatalf("third Start = %v, want ErrQueueFull", err)
 		}
 		if w := s.Stats().Waiting; w != 2 {
