@@ -104,7 +104,9 @@ func (n *NVML) openGPM(d *nvmlDevice) {
 		_ = n.lib.GpmSampleFree(a)
 		return
 	}
-	d.gpm, d.prev, d.cur = true, a, b
+	d.gpm = true
+	d.prev = a
+	d.cur = b
 }
 
 // Devices is the number of GPUs found.

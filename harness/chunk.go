@@ -127,7 +127,9 @@ func decodeUsage(data []byte, c *chunk) {
 		Usage *usage `json:"usage"`
 	}
 	if json.Unmarshal(data, &m) == nil && m.Usage != nil {
-		c.usage, c.promptTok, c.complTok = true, m.Usage.PromptTokens, m.Usage.CompletionTokens
+		c.usage = true
+		c.promptTok = m.Usage.PromptTokens
+		c.complTok = m.Usage.CompletionTokens
 	}
 }
 
@@ -144,7 +146,9 @@ func decodeTGIFinal(data []byte, c *chunk) {
 	if json.Unmarshal(data, &m) == nil && m.Details != nil {
 		c.finish = m.Details.FinishReason
 		if m.Details.GeneratedTokens > 0 {
-			c.usage, c.complTok, c.promptTok = true, m.Details.GeneratedTokens, m.Details.InputLength
+			c.usage = true
+			c.complTok = m.Details.GeneratedTokens
+			c.promptTok = m.Details.InputLength
 		}
 	}
 }

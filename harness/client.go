@@ -172,7 +172,9 @@ func (c *client) do(ctx context.Context, rq *Request, rec *results.Record) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			rec.ErrorClass, rec.Error, rec.Attempts = results.ErrCancelled, "run interrupted while waiting to retry a 429", attempt
+			rec.ErrorClass = results.ErrCancelled
+			rec.Error = "run interrupted while waiting to retry a 429"
+			rec.Attempts = attempt
 			rec.DoneNS = c.since()
 			return
 		case <-t.C:
@@ -231,7 +233,9 @@ func (tt *traceTimes) fill(rec *results.Record) {
 		&tt.tlsStart,
 		&tt.tlsDone,
 	)
-	rec.ConnNS, rec.WroteNS, rec.FirstByteNS = tt.gotConn.Load(), tt.wrote.Load(), tt.firstByte.Load()
+	rec.ConnNS = tt.gotConn.Load()
+	rec.WroteNS = tt.wrote.Load()
+	rec.FirstByteNS = tt.firstByte.Load()
 	rec.ConnReused = tt.reused.Load()
 }
 
@@ -462,7 +466,9 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *res
 	rec.NIn, rec.NOut = rec.NInPlanned, rec.NOutCounted
 	switch {
 	case m.Usage != nil:
-		rec.UsageReported, rec.NIn, rec.NOut = true, m.Usage.PromptTokens, m.Usage.CompletionTokens
+		rec.UsageReported = true
+		rec.NIn = m.Usage.PromptTokens
+		rec.NOut = m.Usage.CompletionTokens
 	case m.Details != nil && m.Details.GeneratedTokens > 0:
 		rec.UsageReported, rec.NOut = true, m.Details.GeneratedTokens
 		rec.FinishReason = m.Details.FinishReason

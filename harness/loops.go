@@ -16,10 +16,17 @@ import (
 func (r *runner) newRecord(st *Step, rq *Request, intended int64) *results.Record {
 	rec := getRecord(rq.OutputTokens)
 	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, rq.Index)
-	rec.Target, rec.Step, rec.Scenario = st.Target.Name, st.Index, st.Scenario
-	rec.Concurrency, rec.Rate, rec.API, rec.Stream = st.Concurrency, st.Rate, st.Target.API, st.Stream
+	rec.Target = st.Target.Name
+	rec.Step = st.Index
+	rec.Scenario = st.Scenario
+	rec.Concurrency = st.Concurrency
+	rec.Rate = st.Rate
+	rec.API = st.Target.API
+	rec.Stream = st.Stream
 	rec.Warmup = rq.Index < st.Warmup
-	rec.IntendedNS, rec.NInPlanned, rec.MaxTokens = intended, rq.InputTokens, rq.OutputTokens
+	rec.IntendedNS = intended
+	rec.NInPlanned = rq.InputTokens
+	rec.MaxTokens = rq.OutputTokens
 	return rec
 }
 
@@ -37,8 +44,16 @@ func (r *runner) finish(rec *results.Record) {
 func (r *runner) failBuild(st *Step, idx int, intended int64, err error) {
 	rec := getRecord(0)
 	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, idx)
-	rec.Target, rec.Step, rec.Scenario, rec.Concurrency, rec.Rate = st.Target.Name, st.Index, st.Scenario, st.Concurrency, st.Rate
-	rec.API, rec.Stream, rec.Warmup, rec.IntendedNS, rec.DoneNS = st.Target.API, st.Stream, idx < st.Warmup, intended, r.since()
+	rec.Target = st.Target.Name
+	rec.Step = st.Index
+	rec.Scenario = st.Scenario
+	rec.Concurrency = st.Concurrency
+	rec.Rate = st.Rate
+	rec.API = st.Target.API
+	rec.Stream = st.Stream
+	rec.Warmup = idx < st.Warmup
+	rec.IntendedNS = intended
+	rec.DoneNS = r.since()
 	rec.ErrorClass, rec.Error = results.ErrOther, err.Error()
 	r.finish(rec)
 }

@@ -76,7 +76,9 @@ func TestFixedModeAccuracy(t *testing.T) {
 	p.IgnoreEOS = true
 	// Steps of modest size, for -race on a busy 2-core machine. Each step's
 	// first round is warm-up, so connection setup is not in the figures.
-	one, ten, hundred := 1, 10, 100
+	one := 1
+	ten := 10
+	hundred := 100
 	p.Extra = []harness.StepSpec{
 		{Scenario: "concurrency", Concurrency: 1, Requests: 6, Warmup: &one},
 		{Scenario: "concurrency", Concurrency: 10, Requests: 30, Warmup: &ten},
@@ -132,7 +134,9 @@ func TestFixedModeAccuracy(t *testing.T) {
 		}
 	}
 	for _, st := range res.Summary.Steps {
-		d, rq, rs := diffs[st.Concurrency], reqDelay[st.Concurrency], respDelay[st.Concurrency]
+		d := diffs[st.Concurrency]
+		rq := reqDelay[st.Concurrency]
+		rs := respDelay[st.Concurrency]
 		slices.Sort(d)
 		slices.Sort(rq)
 		slices.Sort(rs)
@@ -439,7 +443,9 @@ func TestConnectionModes(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%s/%s", tc.conn, tc.http, url[:5]), func(t *testing.T) {
 			t.Parallel()
 			p := basePlan(url)
-			p.Connection, p.HTTP, p.TLS.CAFile = tc.conn, tc.http, caFile
+			p.Connection = tc.conn
+			p.HTTP = tc.http
+			p.TLS.CAFile = caFile
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 5}
 			_, recs := runRecords(t, p)

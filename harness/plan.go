@@ -482,7 +482,9 @@ func (p Plan) Steps() []Step {
 	for _, e := range append(append([]StepSpec(nil), p.Extra...), p.Scenarios.steps()...) {
 		s := base
 		s.IdleBefore = e.IdleBefore.D()
-		s.Scenario, s.Concurrency, s.Rate = e.Scenario, e.Concurrency, e.Rate
+		s.Scenario = e.Scenario
+		s.Concurrency = e.Concurrency
+		s.Rate = e.Rate
 		if e.Requests > 0 || e.Duration > 0 {
 			s.Requests, s.Duration = e.Requests, e.Duration.D()
 		}

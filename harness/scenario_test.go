@@ -116,7 +116,10 @@ func TestColdStartScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof.TTFT, prof.ITL, prof.ColdStart, prof.IdleTimeout = 20*time.Millisecond, 5*time.Millisecond, coldCost, idleTimeout
+	prof.TTFT = 20 * time.Millisecond
+	prof.ITL = 5 * time.Millisecond
+	prof.ColdStart = coldCost
+	prof.IdleTimeout = idleTimeout
 	m, err := mockllm.New(mockllm.WithProfile(prof), mockllm.WithModel("m"), mockllm.WithSeed(1))
 	if err != nil {
 		t.Fatal(err)

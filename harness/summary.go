@@ -80,7 +80,11 @@ func newStepAgg(slo SLO) *stepAgg {
 func (a *stepAgg) add(r *results.Record) {
 	if !a.seen {
 		a.seen = true
-		a.s.Step, a.s.Target, a.s.Scenario, a.s.Concurrency, a.s.Rate = r.Step, r.Target, r.Scenario, r.Concurrency, r.Rate
+		a.s.Step = r.Step
+		a.s.Target = r.Target
+		a.s.Scenario = r.Scenario
+		a.s.Concurrency = r.Concurrency
+		a.s.Rate = r.Rate
 		a.s.API, a.s.Stream = r.API, r.Stream
 	}
 	if r.SentNS > 0 {
@@ -159,8 +163,14 @@ func meets(limit Duration, v int64) bool { return limit == 0 || v < 0 || v <= in
 
 func (a *stepAgg) summary() results.StepSummary {
 	s := a.s
-	s.TTFT, s.TTFTFromSchedule, s.ITL, s.ChunkITL = a.ttft.Stats(), a.ttftSched.Stats(), a.itl.Stats(), a.chunkITL.Stats()
-	s.TPOT, s.E2E, s.E2EFromSchedule, s.ScheduleLag = a.tpot.Stats(), a.e2e.Stats(), a.e2eSched.Stats(), a.lag.Stats()
+	s.TTFT = a.ttft.Stats()
+	s.TTFTFromSchedule = a.ttftSched.Stats()
+	s.ITL = a.itl.Stats()
+	s.ChunkITL = a.chunkITL.Stats()
+	s.TPOT = a.tpot.Stats()
+	s.E2E = a.e2e.Stats()
+	s.E2EFromSchedule = a.e2eSched.Stats()
+	s.ScheduleLag = a.lag.Stats()
 	s.CapWait, s.TimeToFirstByte = a.capWait.Stats(), a.ttfb.Stats()
 	s.Warmup = a.warm.Requests
 	if a.warm.Requests > 0 {

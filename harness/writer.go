@@ -65,7 +65,11 @@ func (r *runner) writeLoop(
 			} else {
 				st := r.plan.Steps()[m.end.index]
 				s = newStepAgg(slo).summary()
-				s.Step, s.Target, s.Scenario, s.Concurrency, s.Rate = st.Index, st.Target.Name, st.Scenario, st.Concurrency, st.Rate
+				s.Step = st.Index
+				s.Target = st.Target.Name
+				s.Scenario = st.Scenario
+				s.Concurrency = st.Concurrency
+				s.Rate = st.Rate
 				s.Warnings = append(s.Warnings, "no request ran in this step")
 			}
 			s.ClientBound, s.ClientBoundReason = m.end.bound, m.end.reason

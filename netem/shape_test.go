@@ -96,13 +96,17 @@ func TestShaperSchedule(t *testing.T) {
 func TestShaperJitter(t *testing.T) {
 	t.Parallel()
 	d := Direction{Latency: ms(50), Jitter: ms(10)}
-	a, b, other := newShaper(d, 7, t0), newShaper(d, 7, t0), newShaper(d, 8, t0)
+	a := newShaper(d, 7, t0)
+	b := newShaper(d, 7, t0)
+	other := newShaper(d, 8, t0)
 	var prev time.Time
 	differ := false
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := range 2000 {
 		at := t0.Add(time.Duration(i) * ms(5))
-		va, vb, vo := a.schedule(at, 1), b.schedule(at, 1), other.schedule(at, 1)
+		va := a.schedule(at, 1)
+		vb := b.schedule(at, 1)
+		vo := other.schedule(at, 1)
 		if !va.deliver.Equal(vb.deliver) {
 			t.Fatalf("chunk %d: same seed, different times", i)
 		}

@@ -77,7 +77,9 @@ func QuickConfig() Config {
 	c.Concurrency = []int{1, 10, 100}
 	c.Rates = []float64{50, 200}
 	c.StepDuration = time.Second
-	c.TTFT, c.ITL, c.OutputTokens = 20*time.Millisecond, 10*time.Millisecond, 16
+	c.TTFT = 20 * time.Millisecond
+	c.ITL = 10 * time.Millisecond
+	c.OutputTokens = 16
 	return c
 }
 
@@ -601,7 +603,10 @@ func startMock(cfg Config) (*localMock, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Name, p.TTFT, p.ITL, p.Jitter = "calibration", cfg.TTFT, cfg.ITL, engine.Jitter{}
+	p.Name = "calibration"
+	p.TTFT = cfg.TTFT
+	p.ITL = cfg.ITL
+	p.Jitter = engine.Jitter{}
 	srv, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel(cfg.Model), mockllm.WithSeed(cfg.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: mock: %w", err)

@@ -180,7 +180,10 @@ func Records(recs []results.Record, opts ...Option) (*Result, error) {
 	}
 	mode := cfg.mode
 	if e := res.Engine; e != nil {
-		p.Beta0US, p.Beta1US, p.Beta2US, p.Beta3US = round(e.Beta0US, 2), round(e.Beta1US, 4), round(e.Beta2US, 4), 0
+		p.Beta0US = round(e.Beta0US, 2)
+		p.Beta1US = round(e.Beta1US, 4)
+		p.Beta2US = round(e.Beta2US, 4)
+		p.Beta3US = 0
 		p.ColdStart, p.IdleTimeout = e.ColdStart, e.IdleTimeout
 		p.MaxNumSeqs = e.MaxNumSeqs
 		p.MaxNumBatchedTokens = max(p.MaxNumBatchedTokens, p.MaxNumSeqs)
@@ -401,7 +404,9 @@ func fitEngine(recs []results.Record, gapNS int64) (*Engine, error) {
 		if err != nil {
 			break
 		}
-		fit, y, idx = next, y2, idx2
+		fit = next
+		y = y2
+		idx = idx2
 	}
 	keptIdle := 0
 	for _, i := range idx {
@@ -413,7 +418,9 @@ func fitEngine(recs []results.Record, gapNS int64) (*Engine, error) {
 		withIdle = true
 		X2, y2, idx2 := rows()
 		if next, err := leastSquares(X2, y2); err == nil {
-			fit, y, idx = next, y2, idx2
+			fit = next
+			y = y2
+			idx = idx2
 		} else {
 			withIdle = false
 		}

@@ -227,7 +227,9 @@ func reconstruct(recs []results.Record, gapNS int64) (*reconstruction, error) {
 	for k := range steps {
 		running += decodeDelta[k]
 		s := &steps[k]
-		s.End, s.Decode, s.Stall = ends[k], running, bs[k].stall
+		s.End = ends[k]
+		s.Decode = running
+		s.Stall = bs[k].stall
 		switch {
 		case k > 0 && s.Decode > 0:
 			s.Start = ends[k-1]

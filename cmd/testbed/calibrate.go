@@ -77,7 +77,13 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *noRates {
 		cfg.Rates = []float64{}
 	}
-	cfg.URL, cfg.Model, cfg.MaxError, cfg.MaxLag, cfg.CPUShare, cfg.KeepGoing, cfg.Seed = *url, *model, *maxErr, *maxLag, *cpu, *keep, *seed
+	cfg.URL = *url
+	cfg.Model = *model
+	cfg.MaxError = *maxErr
+	cfg.MaxLag = *maxLag
+	cfg.CPUShare = *cpu
+	cfg.KeepGoing = *keep
+	cfg.Seed = *seed
 	cfg.OutDir = resultsDir(*out, "calibrate")
 	cfg.Log, cfg.Warnings = stderr, stderr
 	rep, err := ceiling.Find(ctx, cfg)

@@ -182,7 +182,9 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 
 	// Multi-token chunks.
 	{
-		n, toks, chunks := 0, 0, 0
+		n := 0
+		toks := 0
+		chunks := 0
 		for _, s := range ss {
 			if s.FirstTokenNS == 0 || s.OutputTokens == 0 {
 				continue

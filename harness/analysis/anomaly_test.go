@@ -71,7 +71,10 @@ func TestDetectAnomalies(t *testing.T) {
 			case i < 3:
 				s.ErrorClass, s.ChunkGapsNS, s.OutputTokens = "stream_cut", s.ChunkGapsNS[:9], 10
 			case i == 3:
-				s.ErrorClass, s.FirstTokenNS, s.ChunkGapsNS, s.OutputTokens = "stream_cut", 0, nil, 0
+				s.ErrorClass = "stream_cut"
+				s.FirstTokenNS = 0
+				s.ChunkGapsNS = nil
+				s.OutputTokens = 0
 			}
 			return s
 		}), map[string]int{AnomalyStreamCut: 3}},

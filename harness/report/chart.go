@@ -251,7 +251,10 @@ func (c Chart) color(i int) string {
 // bounds returns the data range, padded so nothing touches the frame, with
 // the y axis from 0 when all values are positive (honest bars of growth).
 func (c Chart) bounds() (xmin, xmax, ymin, ymax float64) {
-	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	xmin = math.Inf(1)
+	xmax = math.Inf(-1)
+	ymin = math.Inf(1)
+	ymax = math.Inf(-1)
 	for _, s := range c.Series {
 		for j := range s.X {
 			x, y := s.X[j], s.Y[j]

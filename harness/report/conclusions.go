@@ -89,9 +89,13 @@ func (m *model) shortChat(d *document) {
 		if st.Count == 0 {
 			st, name = s.s.E2E, "E2E"
 		}
-		key, metric, other := st.P95, name+" P95", fmt.Sprintf("P50 %s", human(st.P50))
+		key := st.P95
+		metric := name + " P95"
+		other := fmt.Sprintf("P50 %s", human(st.P50))
 		if need := analysis.MinSamples(95, analysis.DefaultConfidence); int(st.Count) < need {
-			key, metric, other = st.P50, name+" P50", fmt.Sprintf(
+			key = st.P50
+			metric = name + " P50"
+			other = fmt.Sprintf(
 				"P95 %s, too few samples to rank by: %d < %d",
 				human(st.P95),
 				st.Count,

@@ -127,7 +127,11 @@ func (m *model) limitations(d *document) {
 	}
 
 	// Thin samples.
-	thin, steps, minN, maxN, need := 0, 0, 0, 0, 0
+	thin := 0
+	steps := 0
+	minN := 0
+	maxN := 0
+	need := 0
 	for _, t := range m.targets {
 		for _, s := range t.steps {
 			iv, ok := s.interval("ttft_ms", 99)

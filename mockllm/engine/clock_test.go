@@ -15,7 +15,9 @@ func TestVirtualClockStepByStep(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	vc := NewVirtualClock(t0)
 	p := testProfile()
-	p.MaxNumSeqs, p.KVCacheBlocks, p.MaxModelLen = 2, 8, 128
+	p.MaxNumSeqs = 2
+	p.KVCacheBlocks = 8
+	p.MaxModelLen = 128
 	p.ColdStart = time.Second
 	s, err := New(p, WithClock(vc))
 	if err != nil {

@@ -152,7 +152,9 @@ func (e *stepScheduler) Start(ctx context.Context, req Request) (Stream, error) 
 	s.arrival = e.since(e.clock.Now())
 	if req.OutputTokens == 0 {
 		// Nothing to generate: vLLM would reject it, the HTTP layer may not.
-		s.state, s.finished, s.dequeued = seqDone, true, s.arrival
+		s.state = seqDone
+		s.finished = true
+		s.dequeued = s.arrival
 		return s, nil
 	}
 	if e.p.MaxWaiting > 0 && e.nWaiting >= e.p.MaxWaiting {
@@ -413,7 +415,10 @@ func (e *stepScheduler) preempt(s *seq) {
 	e.running[len(e.running)-1] = nil
 	e.running = e.running[:len(e.running)-1]
 	e.free += s.blocks
-	s.blocks, s.computed, s.state, s.prefilling = 0, 0, seqWaiting, false
+	s.blocks = 0
+	s.computed = 0
+	s.state = seqWaiting
+	s.prefilling = false
 	e.pushWaitingFront(s)
 	e.nWaiting++
 	e.preemptions.Add(1)

@@ -113,7 +113,9 @@ func equalDurations(t *testing.T, what string, got, want []time.Duration) {
 func TestStepTimesFollowBetaModel(t *testing.T) {
 	t.Parallel()
 	p := testProfile()
-	b0, b1, b2 := p.Beta0US, p.Beta1US, p.Beta2US
+	b0 := p.Beta0US
+	b1 := p.Beta1US
+	b2 := p.Beta2US
 	tests := []struct {
 		name    string
 		mutate  func(p *Profile)
@@ -203,7 +205,9 @@ func TestPrefillJoinsDecodeBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := testProfile()
 		p.ColdStart = time.Second
-		b0, b1, b2 := p.Beta0US, p.Beta1US, p.Beta2US
+		b0 := p.Beta0US
+		b1 := p.Beta1US
+		b2 := p.Beta2US
 		s := newEngine(t, p)
 		t0 := time.Now().Add(p.ColdStart)
 		var sts []Stream
@@ -270,7 +274,9 @@ func TestKVCapacityQueues(t *testing.T) {
 		s := newEngine(t, p)
 		t0 := time.Now()
 		// 24 prompt + 9 output − 1 = 32 cached tokens = 2 blocks, all taken at admission.
-		a, b, c := start(t, s, 24, 9), start(t, s, 24, 9), start(t, s, 24, 9)
+		a := start(t, s, 24, 9)
+		b := start(t, s, 24, 9)
+		c := start(t, s, 24, 9)
 		da, db := drain(t, a, t0), drain(t, b, t0)
 		_ = drain(t, c, t0)
 		if got := a.Dequeued().Sub(t0); got != p.ColdStart || b.Dequeued().Sub(t0) != p.ColdStart {
@@ -301,7 +307,9 @@ func TestPreemptionByRecompute(t *testing.T) {
 		p := testProfile()
 		p.KVCacheBlocks, p.MaxModelLen = 4, 64
 		p.ColdStart = time.Second
-		b0, b1, b2 := p.Beta0US, p.Beta1US, p.Beta2US
+		b0 := p.Beta0US
+		b1 := p.Beta1US
+		b2 := p.Beta2US
 		s := newEngine(t, p)
 		t0 := time.Now().Add(p.ColdStart)
 		a, b := start(t, s, 16, 40), start(t, s, 16, 40)
@@ -367,7 +375,9 @@ func TestQueueLimitAndAbandon(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := testProfile()
-		p.MaxNumSeqs, p.MaxNumBatchedTokens, p.MaxWaiting = 1, 1, 2
+		p.MaxNumSeqs = 1
+		p.MaxNumBatchedTokens = 1
+		p.MaxWaiting = 2
 		p.ColdStart = time.Second // nobody is admitted yet
 		s := newEngine(t, p)
 		a := start(t, s, 10, 5)
