@@ -78,7 +78,8 @@ func logExcused(t *testing.T, excused map[int]int, steps []results.StepSummary) 
 	for _, s := range steps {
 		if n := excused[s.Step]; n > 0 {
 			t.Logf(
-				"step %d (c=%d): %d requests saw the first token before the mock's after-write stamp, excused on a starved host (%s)",
+				"step %d (c=%d): %d requests saw the first token before the mock's after-write stamp, excused on a starved host "+
+					"(%s)",
 				s.Step,
 				s.Concurrency,
 				n,

@@ -13,7 +13,8 @@ import (
 // libnvidia-ml through cgo, so a static binary cannot read the GPU. Use a
 // Prometheus source against a DCGM exporter instead.
 var errNoCgo = errors.New(
-	"NVML not available: this binary was built without cgo (CGO_ENABLED=0); scrape a DCGM exporter with a Prometheus source instead",
+	"NVML not available: this binary was built without cgo (CGO_ENABLED=0); scrape a DCGM exporter with a Prometheus " +
+		"source instead",
 )
 
 // NVMLOption configures OpenNVML; a build without cgo has none.

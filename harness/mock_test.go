@@ -143,7 +143,8 @@ func TestFixedModeAccuracy(t *testing.T) {
 		t.Logf("c=%d: send→server arrival p50 %.3f max %.3f ms; server first token→client p50 %.3f max %.3f ms",
 			st.Concurrency, rq[len(rq)/2], rq[len(rq)-1], rs[len(rs)/2], rs[len(rs)-1])
 		t.Logf(
-			"c=%d: TTFT p50 %.3f ms (p99 %.3f), ITL p50 %.3f ms (p99 %.3f); client−server TTFT min %.3f p50 %.3f max %.3f ms; lag p99 %.3f ms",
+			"c=%d: TTFT p50 %.3f ms (p99 %.3f), ITL p50 %.3f ms (p99 %.3f); client−server TTFT min %.3f p50 %.3f max %.3f ms; "+
+				"lag p99 %.3f ms",
 			st.Concurrency,
 			st.TTFT.P50,
 			st.TTFT.P99,

@@ -18,21 +18,23 @@ import (
 // read from YAML by ParsePlan and written back, fully resolved, into
 // run.json, so a saved run can be rerun with the same requests.
 type Plan struct {
-	Name       string     `yaml:"name,omitempty"           json:"name,omitempty"`
-	Seed       int64      `yaml:"seed"                     json:"seed"`
-	Targets    []Target   `yaml:"targets"                  json:"targets"`
-	Dataset    Dataset    `yaml:"dataset"                  json:"dataset"`
-	Load       Load       `yaml:"load"                     json:"load"`
-	Timeouts   Timeouts   `yaml:"timeouts"                 json:"timeouts"`
-	Connection string     `yaml:"connection,omitempty"     json:"connection"` // "reuse" (default) or "new" per request
-	HTTP       string     `yaml:"http,omitempty"           json:"http"`       // "1.1" (default) or "2"
-	Stream     *bool      `yaml:"stream,omitempty"         json:"stream"`     // default true
-	IgnoreEOS  bool       `yaml:"ignore_eos,omitempty"     json:"ignore_eos"` // ask vLLM-style servers for exactly max_tokens
-	TLS        TLS        `yaml:"tls,omitempty"            json:"tls"`
-	Retry      Retry      `yaml:"retry,omitempty"          json:"retry"`
-	SLO        SLO        `yaml:"slo,omitempty"            json:"slo"`
-	Extra      []StepSpec `yaml:"steps,omitempty"          json:"steps,omitempty"`
-	Scenarios  *Scenarios `yaml:"scenarios,omitempty"      json:"scenarios,omitempty"` // scenario.go: cold start, long context, …
+	Name       string   `yaml:"name,omitempty"           json:"name,omitempty"`
+	Seed       int64    `yaml:"seed"                     json:"seed"`
+	Targets    []Target `yaml:"targets"                  json:"targets"`
+	Dataset    Dataset  `yaml:"dataset"                  json:"dataset"`
+	Load       Load     `yaml:"load"                     json:"load"`
+	Timeouts   Timeouts `yaml:"timeouts"                 json:"timeouts"`
+	Connection string   `yaml:"connection,omitempty"     json:"connection"` // "reuse" (default) or "new" per request
+	HTTP       string   `yaml:"http,omitempty"           json:"http"`       // "1.1" (default) or "2"
+	Stream     *bool    `yaml:"stream,omitempty"         json:"stream"`     // default true
+	// ask vLLM-style servers for exactly max_tokens
+	IgnoreEOS bool       `yaml:"ignore_eos,omitempty"     json:"ignore_eos"`
+	TLS       TLS        `yaml:"tls,omitempty"            json:"tls"`
+	Retry     Retry      `yaml:"retry,omitempty"          json:"retry"`
+	SLO       SLO        `yaml:"slo,omitempty"            json:"slo"`
+	Extra     []StepSpec `yaml:"steps,omitempty"          json:"steps,omitempty"`
+	// scenario.go: cold start, long context, …
+	Scenarios *Scenarios `yaml:"scenarios,omitempty"      json:"scenarios,omitempty"`
 	// Server-side sampling during the run (sampling.go).
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty" json:"server_metrics,omitempty"`
 	GPU           *GPUSampling   `yaml:"gpu,omitempty"            json:"gpu,omitempty"`
@@ -40,11 +42,12 @@ type Plan struct {
 
 // Target is one server under test.
 type Target struct {
-	Name      string            `yaml:"name"                  json:"name"`
-	URL       string            `yaml:"url"                   json:"url"` // base URL, with or without /v1
-	API       string            `yaml:"api,omitempty"         json:"api"`
-	Model     string            `yaml:"model"                 json:"model"`
-	APIKeyEnv string            `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"` // name of the env var holding the key; the key itself is never stored
+	Name  string `yaml:"name"                  json:"name"`
+	URL   string `yaml:"url"                   json:"url"` // base URL, with or without /v1
+	API   string `yaml:"api,omitempty"         json:"api"`
+	Model string `yaml:"model"                 json:"model"`
+	// name of the env var holding the key; the key itself is never stored
+	APIKeyEnv string            `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
 	Headers   map[string]string `yaml:"headers,omitempty"     json:"headers,omitempty"`
 }
 
@@ -61,9 +64,10 @@ const (
 type Dataset struct {
 	InputTokens  Dist   `yaml:"input_tokens,omitempty"  json:"input_tokens"`
 	OutputTokens Dist   `yaml:"output_tokens,omitempty" json:"output_tokens"`
-	Prompts      string `yaml:"prompts,omitempty"       json:"prompts,omitempty"`       // JSONL or ShareGPT file
-	PromptFormat string `yaml:"prompt_format,omitempty" json:"prompt_format,omitempty"` // "jsonl" or "sharegpt"; default from the file
-	Seed         *int64 `yaml:"seed,omitempty"          json:"seed,omitempty"`          // default: the plan's seed
+	Prompts      string `yaml:"prompts,omitempty"       json:"prompts,omitempty"` // JSONL or ShareGPT file
+	// "jsonl" or "sharegpt"; default from the file
+	PromptFormat string `yaml:"prompt_format,omitempty" json:"prompt_format,omitempty"`
+	Seed         *int64 `yaml:"seed,omitempty"          json:"seed,omitempty"` // default: the plan's seed
 }
 
 // Load is the ladder: closed-loop concurrency steps, then open-loop rate
@@ -97,8 +101,10 @@ type TLS struct {
 // keeps its original intended send time, so the wait shows in its latency
 // from schedule.
 type Retry struct {
-	RateLimited int      `yaml:"rate_limited,omitempty" json:"rate_limited,omitempty"` // retries per request; 0 = never retry
-	MaxWait     Duration `yaml:"max_wait,omitempty"     json:"max_wait,omitempty"`     // cap on one Retry-After wait (default 30s)
+	// retries per request; 0 = never retry
+	RateLimited int `yaml:"rate_limited,omitempty" json:"rate_limited,omitempty"`
+	// cap on one Retry-After wait (default 30s)
+	MaxWait Duration `yaml:"max_wait,omitempty"     json:"max_wait,omitempty"`
 }
 
 // SLO are the goodput thresholds; zero means no limit on that metric.
@@ -122,7 +128,8 @@ type StepSpec struct {
 	OutputTokens Dist     `yaml:"output_tokens,omitempty" json:"output_tokens"`
 	Stream       *bool    `yaml:"stream,omitempty"        json:"stream,omitempty"`
 	Connection   string   `yaml:"connection,omitempty"    json:"connection,omitempty"`
-	IdleBefore   Duration `yaml:"idle_before,omitempty"   json:"idle_before,omitempty"` // closed loop: idle gap before each request (cold start)
+	// closed loop: idle gap before each request (cold start)
+	IdleBefore Duration `yaml:"idle_before,omitempty"   json:"idle_before,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s" in YAML and JSON.

@@ -100,7 +100,8 @@ func TestParsePlanErrors(t *testing.T) {
 		// Duplicate target names would merge their records.
 		{
 			"dup names",
-			"targets: [{name: a, url: 'http://h', model: m}, {name: a, url: 'http://g', model: m}]\nload: {concurrency: [1], requests: 1}\n",
+			"targets: [{name: a, url: 'http://h', model: m}, {name: a, url: 'http://g', model: m}]\nload: {concurrency: [1], " +
+				"requests: 1}\n",
 			`"a" is used twice`,
 		},
 		// A step needs an end.
@@ -144,7 +145,8 @@ func TestParsePlanErrors(t *testing.T) {
 		// An API key variable that is not set.
 		{
 			"key env",
-			"targets: [{name: a, url: 'http://h', model: m, api_key_env: TESTBED_SURELY_UNSET_KEY}]\nload: {concurrency: [1], requests: 1}\n",
+			"targets: [{name: a, url: 'http://h', model: m, api_key_env: TESTBED_SURELY_UNSET_KEY}]\nload: {concurrency: [1], " +
+				"requests: 1}\n",
 			"TESTBED_SURELY_UNSET_KEY is not set",
 		},
 		// Extra steps need exactly one of concurrency or rate.
@@ -187,7 +189,8 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add([]byte("targets: [{name: a, url: 'http://h', model: m}]\nload: {rate: [1e9], requests: 1}\n"))
 	f.Add(
 		[]byte(
-			"targets: [{url: 'http://h', model: m}]\nload: {concurrency: [3], duration: 1s}\ndataset: {input_tokens: 'normal:1,0'}",
+			"targets: [{url: 'http://h', model: m}]\nload: {concurrency: [3], duration: 1s}\ndataset: {input_tokens: " +
+				"'normal:1,0'}",
 		),
 	)
 	f.Fuzz(func(t *testing.T, b []byte) {

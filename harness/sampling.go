@@ -17,9 +17,10 @@ import (
 // DCGM exporter) to be scraped during the run into server_metrics.jsonl,
 // on the records' clock.
 type ServerMetrics struct {
-	URLs     []string `yaml:"urls"               json:"urls"`             // full /metrics URLs
-	Interval Duration `yaml:"interval,omitempty" json:"interval"`         // default 1s
-	Series   []string `yaml:"series,omitempty"   json:"series,omitempty"` // families to keep ("vllm:*" is a prefix); default serverside.DefaultSeries
+	URLs     []string `yaml:"urls"               json:"urls"`     // full /metrics URLs
+	Interval Duration `yaml:"interval,omitempty" json:"interval"` // default 1s
+	// families to keep ("vllm:*" is a prefix); default serverside.DefaultSeries
+	Series []string `yaml:"series,omitempty"   json:"series,omitempty"`
 }
 
 // GPUSampling asks for the local GPUs to be read through NVML during the

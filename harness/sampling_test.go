@@ -93,7 +93,8 @@ gpu: {nvml: true, interval: 2s}
 	if g == nil || !g.NVML || g.Interval.D() != 2*time.Second {
 		t.Errorf("gpu = %+v", g)
 	}
-	if _, err := harness.ParsePlan([]byte("targets: [{name: v, url: \"http://h\", model: m}]\nload: {concurrency: [1], requests: 1}\ngpu: {nvlm: true}\n")); err == nil {
+	if _, err := harness.ParsePlan([]byte("targets: [{name: v, url: \"http://h\", model: m}]\nload: {concurrency: [1], " +
+		"requests: 1}\ngpu: {nvlm: true}\n")); err == nil {
 		t.Error("a misspelt gpu field was accepted")
 	}
 }

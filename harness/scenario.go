@@ -61,7 +61,8 @@ type ColdStartScenario struct {
 // so the server counts the bucket's tokens; either way the report labels
 // buckets with the prompt_tokens the server reported.
 type LongContextScenario struct {
-	Buckets      []int `yaml:"buckets,omitempty"           json:"buckets"`       // input tokens; default 2K, 4K, 8K, 16K, 32K
+	// input tokens; default 2K, 4K, 8K, 16K, 32K
+	Buckets      []int `yaml:"buckets,omitempty"           json:"buckets"`
 	Requests     int   `yaml:"requests,omitempty"          json:"requests"`      // per bucket; default 30
 	OutputTokens int   `yaml:"output_tokens,omitempty"     json:"output_tokens"` // default 32
 	Concurrency  int   `yaml:"concurrency,omitempty"       json:"concurrency"`   // default 1

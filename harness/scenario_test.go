@@ -101,7 +101,8 @@ func TestScenarioValidation(t *testing.T) {
 		}
 	}
 	// Scenarios alone are something to run.
-	if _, err := harness.ParsePlan([]byte("targets: [{name: a, url: \"http://127.0.0.1:1\", model: m}]\nscenarios: {streaming: {}}\n")); err != nil {
+	if _, err := harness.ParsePlan([]byte("targets: [{name: a, url: \"http://127.0.0.1:1\", model: m}]\nscenarios: " +
+		"{streaming: {}}\n")); err != nil {
 		t.Errorf("scenarios-only plan rejected: %v", err)
 	}
 }

@@ -38,7 +38,8 @@ func sizeLongContext(ctx context.Context, p *Plan) error {
 	t := p.Targets[0]
 	if t.API == APITGI {
 		return fmt.Errorf(
-			"scenarios.long_context.measure_tokenizer: target %q uses the TGI API, which reports no prompt token count; set scale and overhead by hand",
+			"scenarios.long_context.measure_tokenizer: target %q uses the TGI API, which reports no prompt token count; set "+
+				"scale and overhead by hand",
 			t.Name,
 		)
 	}
@@ -56,7 +57,8 @@ func sizeLongContext(ctx context.Context, p *Plan) error {
 	scale := float64(counts[1]-counts[0]) / float64(probeLong-probeShort)
 	if !(scale > 0) {
 		return fmt.Errorf(
-			"scenarios.long_context.measure_tokenizer: target %q reported %d then %d prompt tokens for %d and %d words: no usable scale",
+			"scenarios.long_context.measure_tokenizer: target %q reported %d then %d prompt tokens for %d and %d words: no "+
+				"usable scale",
 			t.Name,
 			counts[0],
 			counts[1],

@@ -17,7 +17,8 @@ func WriteTable(w io.Writer, s results.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(
 		tw,
-		"step\ttarget\tload\tok/req\terrors\tTTFT p50\tp99\tITL p50\tp99\tTPOT p50\tE2E p50\tp99\tout tok/s\treq/s\tgoodput\tlag p99\t",
+		"step\ttarget\tload\tok/req\terrors\tTTFT p50\tp99\tITL p50\tp99\tTPOT p50\tE2E p50\tp99\tout "+
+			"tok/s\treq/s\tgoodput\tlag p99\t",
 	)
 	for _, st := range s.Steps {
 		load := results.LoadLabel(st.Concurrency, st.Rate)

@@ -112,7 +112,8 @@ func (c *Config) validate() error {
 	}{
 		{c.OutDir == "", "out dir must be set"},
 		{c.TTFT < 0 || c.ITL <= 0, fmt.Sprintf("ttft must be >= 0 and itl > 0, got %v and %v", c.TTFT, c.ITL)},
-		{c.InputTokens < 1 || c.OutputTokens < 2, fmt.Sprintf("input tokens must be >= 1 and output tokens >= 2 (ITL needs two), got %d and %d", c.InputTokens, c.OutputTokens)},
+		{c.InputTokens < 1 || c.OutputTokens < 2, fmt.Sprintf("input tokens must be >= 1 and output tokens >= 2 (ITL needs "+
+			"two), got %d and %d", c.InputTokens, c.OutputTokens)},
 		{len(c.Concurrency)+len(c.Rates) == 0, "at least one concurrency or rate level is needed"},
 		{c.StepDuration <= 0, fmt.Sprintf("step duration must be > 0, got %v", c.StepDuration)},
 		{c.CPUShare <= 0 || c.CPUShare > 1, fmt.Sprintf("cpu share must be in (0, 1], got %v", c.CPUShare)},
@@ -226,7 +227,8 @@ func Find(ctx context.Context, cfg Config) (*Report, error) {
 		defer m.close()
 		url, truth = m.url, m
 		rep.Mock = fmt.Sprintf(
-			"in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU includes the mock's; use --url with a `testbed mock` in another process to measure the client alone",
+			"in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU "+
+				"includes the mock's; use --url with a `testbed mock` in another process to measure the client alone",
 			url,
 			cfg.TTFT,
 			cfg.ITL,
@@ -462,7 +464,8 @@ func (r *Report) sentence(cfg Config) string {
 		streams = "stream"
 	}
 	return fmt.Sprintf(
-		"this machine can drive up to %d %s / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v and client CPU < %.0f%%",
+		"this machine can drive up to %d %s / %.0f req/s (%.0f tokens/s) with measurement error ≤ %v, schedule lag ≤ %v "+
+			"and client CPU < %.0f%%",
 		c.Concurrency,
 		streams,
 		c.RequestsPerS,

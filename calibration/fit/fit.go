@@ -543,7 +543,8 @@ func (e *Engine) weakness() string {
 		why = append(
 			why,
 			fmt.Sprintf(
-				"only %.0f%% of requests agree with the reconstructed steps (want ≥ %.0f%%): the server may not batch in lockstep, or --burst-gap needs setting",
+				"only %.0f%% of requests agree with the reconstructed steps (want ≥ %.0f%%): the server may not batch in "+
+					"lockstep, or --burst-gap needs setting",
 				100*e.Consistency,
 				100*minConsistency,
 			),
@@ -572,7 +573,8 @@ func (e *Engine) weakness() string {
 			why = append(
 				why,
 				fmt.Sprintf(
-					"%s is too uncertain (±%.0f µs of a step's time; a wider concurrency ladder and spread of prompt lengths pin it down)",
+					"%s is too uncertain (±%.0f µs of a step's time; a wider concurrency ladder and spread of prompt lengths pin it "+
+						"down)",
 					u.name,
 					u.se,
 				),
@@ -602,7 +604,8 @@ func (r *Result) Print(w io.Writer) {
 	if e := r.Engine; e != nil {
 		fmt.Fprintf(
 			w,
-			"engine: step time = β0 + β1·prefill tokens + β2·decode tokens, least squares over %d reconstructed steps (%d from idle, %d outliers left out)\n",
+			"engine: step time = β0 + β1·prefill tokens + β2·decode tokens, least squares over %d reconstructed steps (%d "+
+				"from idle, %d outliers left out)\n",
 			e.Steps,
 			e.IdleSteps,
 			e.Outliers,
@@ -627,7 +630,8 @@ func (r *Result) Print(w io.Writer) {
 		}
 		fmt.Fprintf(
 			w,
-			"  reconstruction: bursts cut at %.3f ms gaps, %d split, %d catch-ups after pauses, %d late tails rejoined; %.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
+			"  reconstruction: bursts cut at %.3f ms gaps, %d split, %d catch-ups after pauses, %d late tails rejoined; "+
+				"%.1f%% of requests span exactly N_out−1 steps; %d with two chunks in one burst\n",
 			e.BurstGapMS,
 			e.Split,
 			e.CatchUps,
@@ -639,7 +643,8 @@ func (r *Result) Print(w io.Writer) {
 		case e.CapSource == "server metrics":
 			fmt.Fprintf(
 				w,
-				"  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at most %.0f%% then)\n",
+				"  max_num_seqs = %d: the server's running batch while %d of %d scrapes showed requests waiting (KV cache at "+
+					"most %.0f%% then)\n",
 				e.MaxNumSeqs,
 				e.Server.QueuedScrapes,
 				e.Server.Scrapes,

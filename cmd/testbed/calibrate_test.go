@@ -96,7 +96,8 @@ func TestCalibrateCommand(t *testing.T) {
 // `testbed mock --profile FILE` serves.
 func TestFitCommand(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "truth.yaml")
-	if err := os.WriteFile(prof, []byte("mode: engine\nbeta0_us: 10000\nbeta1_us: 50\nbeta2_us: 1000\nmax_num_seqs: 4\nmax_num_batched_tokens: 65536\nblock_size: 16\nkv_cache_blocks: 4096\nmax_model_len: 32768\n"), 0o644); err != nil {
+	if err := os.WriteFile(prof, []byte("mode: engine\nbeta0_us: 10000\nbeta1_us: 50\nbeta2_us: 1000\nmax_num_seqs: "+
+		"4\nmax_num_batched_tokens: 65536\nblock_size: 16\nkv_cache_blocks: 4096\nmax_model_len: 32768\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	url, cancel, done, _ := startMock(t, "--profile", prof)

@@ -57,7 +57,8 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() {
 		fmt.Fprintln(
 			stderr,
-			"usage: testbed netem --upstream HOST:PORT [--listen 127.0.0.1:9000] [--latency 50ms --jitter 5ms --bandwidth 10mbit ...]",
+			"usage: testbed netem --upstream HOST:PORT [--listen 127.0.0.1:9000] [--latency 50ms --jitter 5ms --bandwidth "+
+				"10mbit ...]",
 		)
 		fmt.Fprintln(stderr, "Point the client at --listen; each direction of every connection is shaped.")
 		fs.PrintDefaults()

@@ -79,7 +79,8 @@ func TestRunErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("targets: [{name: a, url: 'nope', model: m}]\nload: {concurrency: [1], requests: 1}\n"), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte("targets: [{name: a, url: 'nope', model: m}]\nload: {concurrency: [1], requests: "+
+		"1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

@@ -149,7 +149,8 @@ func detectGroup(target, group string, ss []StreamSample, o AnomalyOptions) []An
 				}
 			}
 			add(AnomalyPacing, n, med, "ms", fmt.Sprintf(
-				"%d chunk gaps sit at %.2f ms with a robust spread of %.1f %%: output arrives on a fixed tick, not as the engine produces it",
+				"%d chunk gaps sit at %.2f ms with a robust spread of %.1f %%: output arrives on a fixed tick, not as the engine "+
+					"produces it",
 				len(gaps),
 				med,
 				spread*100,

@@ -190,7 +190,8 @@ func (m *model) highConcurrency(d *document) {
 			fmt.Fprintf(&b, "throughput knee at **%s** (%s output tok/s there; most seen %s)", unit(*k.ThroughputKnee),
 				rate(throughputAt(t, k.Ladder, *k.ThroughputKnee)), rate(k.MaxThroughput))
 		} else {
-			fmt.Fprintf(&b, "no throughput knee: still scaling at the top of the ladder (%s output tok/s at %s) — extend the ladder",
+			fmt.Fprintf(&b, "no throughput knee: still scaling at the top of the ladder (%s output tok/s at %s) — extend the "+
+				"ladder",
 				rate(k.MaxThroughput), unit(k.MaxThroughputAt))
 		}
 		if k.BestOperatingPoint != nil {

@@ -124,7 +124,8 @@ func (d *document) html(title string) string {
 	var b strings.Builder
 	fmt.Fprintf(
 		&b,
-		"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n",
+		"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "+
+			"charset=\"utf-8\">\n<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n",
 		html.EscapeString(title),
 		style,
 	)

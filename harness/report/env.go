@@ -62,7 +62,8 @@ func (m *model) environment(d *document) {
 			continue
 		}
 		d.p(
-			"The fully resolved plan (defaults filled in). To rerun: save it as `plan.yaml` and run `testbed run plan.yaml -o DIR`; the seed makes the request set identical.",
+			"The fully resolved plan (defaults filled in). To rerun: save it as `plan.yaml` and run `testbed run plan.yaml -o " +
+				"DIR`; the seed makes the request set identical.",
 		)
 		d.add(code{text: string(plan)})
 	}

@@ -12,7 +12,8 @@ import (
 func (m *model) distributions(d *document) {
 	d.h(2, "distributions", "Latency distributions")
 	d.p(
-		"Cumulative distributions of successful measured requests: a curve further left is faster; a long flat tail is the P99 story.",
+		"Cumulative distributions of successful measured requests: a curve further left is faster; a long flat tail is the " +
+			"P99 story.",
 	)
 	drawn := false
 	for ti, t := range m.targets {

@@ -80,7 +80,8 @@ func (m *model) limitations(d *document) {
 		}
 		if len(spikes) > 0 {
 			add(
-				"**Spikes** on %s: E2E maximum above 3× its P99 in %s. Rare events like these dominate P99.9; more samples would say how rare.",
+				"**Spikes** on %s: E2E maximum above 3× its P99 in %s. Rare events like these dominate P99.9; more samples would "+
+					"say how rare.",
 				t.name,
 				strings.Join(spikes, "; "),
 			)
@@ -115,13 +116,15 @@ func (m *model) limitations(d *document) {
 	}
 	if len(bound) > 0 {
 		add(
-			"**Client-bound steps** — the load generator, not the server, may have limited these: %s. Their latencies are upper bounds, their throughput lower bounds.",
+			"**Client-bound steps** — the load generator, not the server, may have limited these: %s. Their latencies are "+
+				"upper bounds, their throughput lower bounds.",
 			strings.Join(bound, "; "),
 		)
 	}
 	if len(late) > 0 {
 		add(
-			"**Schedule lag** above 1 ms (the client sent late): %s. Latency from schedule (in summary.json) includes that delay.",
+			"**Schedule lag** above 1 ms (the client sent late): %s. Latency from schedule (in summary.json) includes that "+
+				"delay.",
 			strings.Join(late, "; "),
 		)
 	}
@@ -158,7 +161,8 @@ func (m *model) limitations(d *document) {
 			n = fmt.Sprintf("%d–%d", minN, maxN)
 		}
 		add(
-			"**Thin samples**: in %d of %d steps the P99 rests on %s samples, fewer than the %d a two-sided 95 %% interval needs: "+
+			"**Thin samples**: in %d of %d steps the P99 rests on %s samples, fewer than the %d a two-sided 95 %% interval "+
+				"needs: "+
 				"treat those P99s as lower bounds (the table below marks them \"open\"), and P99.9 needs ten times more.",
 			thin,
 			steps,
@@ -177,7 +181,8 @@ func (m *model) limitations(d *document) {
 	}
 	if !sampled {
 		add(
-			"**No server-side view**: the run sampled neither the engine's metrics nor the GPUs (`server_metrics`, `gpu` in the plan), so queueing inside the server is inferred from client timings alone.",
+			"**No server-side view**: the run sampled neither the engine's metrics nor the GPUs (`server_metrics`, `gpu` in " +
+				"the plan), so queueing inside the server is inferred from client timings alone.",
 		)
 	}
 
@@ -236,7 +241,9 @@ func (m *model) networkNote() string {
 	switch {
 	case len(remote) == 0:
 		s = fmt.Sprintf(
-			"**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, loss or jitter in these numbers; clients across a real network add at least one RTT to TTFT and may see chunks coalesce.",
+			"**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, "+
+				"loss or jitter in these numbers; clients across a real network add at least one RTT to TTFT and may see chunks "+
+				"coalesce.",
 			strings.Join(loop, ", "),
 		)
 	case len(loop) > 0:
@@ -247,7 +254,8 @@ func (m *model) networkNote() string {
 		)
 	default:
 		s = fmt.Sprintf(
-			"**Network path**: targets (%s) were reached over the network from the client host; production clients sit elsewhere and see their own RTT.",
+			"**Network path**: targets (%s) were reached over the network from the client host; production clients sit "+
+				"elsewhere and see their own RTT.",
 			strings.Join(remote, ", "),
 		)
 	}
@@ -311,7 +319,9 @@ func (m *model) ciTable(d *document) {
 	}
 	d.p(
 		"%s",
-		"Percentiles with distribution-free 95 % confidence intervals from order statistics (exact sample percentiles, so they may differ from the HDR figures above in the last digit). \"open\" marks an interval the sample is too small to close: the true value may lie beyond it.",
+		"Percentiles with distribution-free 95 % confidence intervals from order statistics (exact sample percentiles, so "+
+			"they may differ from the HDR figures above in the last digit). \"open\" marks an interval the sample is too "+
+			"small to close: the true value may lie beyond it.",
 	)
 	d.add(t)
 }

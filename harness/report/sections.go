@@ -152,7 +152,8 @@ func (m *model) latencyTable(d *document, scs []string) {
 		t.rows = append(t.rows, r)
 	}
 	d.p(
-		"Latency (ms) of successful measured requests; TTFT and E2E from the moment the request was sent (from schedule in the JSON).",
+		"Latency (ms) of successful measured requests; TTFT and E2E from the moment the request was sent (from schedule in " +
+			"the JSON).",
 	)
 	d.add(t)
 }

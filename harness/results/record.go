@@ -42,8 +42,9 @@ type Record struct {
 	WroteNS      int64 `json:"wrote_ns,omitempty"`    // request fully written
 	FirstByteNS  int64 `json:"first_byte_ns,omitempty"`
 	FirstTokenNS int64 `json:"first_token_ns,omitempty"` // t_ft: first chunk carrying generated text
-	LastTokenNS  int64 `json:"last_token_ns,omitempty"`  // t_last: last chunk carrying generated text (response end when not streaming)
-	DoneNS       int64 `json:"done_ns"`                  // response fully read, or the request failed
+	// t_last: last chunk carrying generated text (response end when not streaming)
+	LastTokenNS int64 `json:"last_token_ns,omitempty"`
+	DoneNS      int64 `json:"done_ns"` // response fully read, or the request failed
 
 	DNSNS      int64 `json:"dns_ns,omitempty"`     // DNS lookup duration
 	ConnectNS  int64 `json:"connect_ns,omitempty"` // TCP connect duration

@@ -202,7 +202,9 @@ func reference(in []byte) []string {
 }
 
 func BenchmarkReader(b *testing.B) {
-	chunk := "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" tok\"},\"finish_reason\":null}]}\n\n"
+	chunk := "data: " +
+		"{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" " +
+		"tok\"},\"finish_reason\":null}]}\n\n"
 	in := []byte(strings.Repeat(chunk, 64))
 	rd := bytes.NewReader(in)
 	r := NewReader(rd)
