@@ -143,7 +143,7 @@ func TestFitRecoversEngine(t *testing.T) {
 		n      int // requests per level
 		jitter time.Duration
 	}{
-		// SPEC.md's H100 fit; the ladder passes max_num_seqs, so requests queue.
+		// The H100 preset's fit (docs/facts.md); the ladder passes max_num_seqs, so requests queue.
 		{
 			"llama3-8b-h100",
 			testEngine(5753, 17.25, 6.0, 32, 3*time.Second, 0),
@@ -151,7 +151,7 @@ func TestFitRecoversEngine(t *testing.T) {
 			128,
 			200 * time.Microsecond,
 		},
-		// SPEC.md's A100 fit, with a client that sees chunks up to 1 ms late.
+		// The A100 preset's fit (docs/facts.md), with a client that sees chunks up to 1 ms late.
 		{
 			"llama3-8b-a100",
 			testEngine(16442, 47.8, 18.2, 32, 3*time.Second, 0),

@@ -128,7 +128,7 @@ var presets = map[string]Profile{
 		ITL:         20 * time.Millisecond,
 		MaxModelLen: 131072, // Llama-3.1's native context
 	},
-	// Step model fitted on vLLM, Llama-3.1-8B, TP1, H100 80GB (SPEC.md).
+	// Step model fitted on vLLM, Llama-3.1-8B, TP1, H100 80GB (docs/facts.md).
 	"llama3-8b-h100": engineProfile("llama3-8b-h100", 5753, 17.25, 6.0),
 	// Same model on A100 80GB: same memory, so the same KV cache.
 	"llama3-8b-a100": engineProfile("llama3-8b-a100", 16442, 47.8, 18.2),
