@@ -42,19 +42,10 @@ func (r *runner) finish(rec *results.Record) {
 // failBuild records a request whose body could not be built; it keeps the
 // run's record count honest.
 func (r *runner) failBuild(st *Step, idx int, intended int64, err error) {
-	rec := getRecord(0)
-	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, idx)
-	rec.Target = st.Target.Name
-	rec.Step = st.Index
-	rec.Scenario = st.Scenario
-	rec.Concurrency = st.Concurrency
-	rec.Rate = st.Rate
-	rec.API = st.Target.API
-	rec.Stream = st.Stream
-	rec.Warmup = idx < st.Warmup
-	rec.IntendedNS = intended
+	rec := r.newRecord(st, &Request{Index: idx}, intended)
 	rec.DoneNS = r.since()
-	rec.ErrorClass, rec.Error = results.ErrOther, err.Error()
+	rec.ErrorClass = results.ErrOther
+	rec.Error = err.Error()
 	r.finish(rec)
 }
 
