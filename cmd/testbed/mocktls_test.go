@@ -111,9 +111,12 @@ func TestMockTLS(t *testing.T) {
 			}
 		}
 		// Every request of conn_new shakes hands; keep-alive reuses the
-		// workers' connections (at most one handshake per worker).
-		if handshakes[harness.ScenarioConnNew] != 8 || handshakes[harness.ScenarioConnReuse] > 2 {
-			t.Errorf("%s: handshakes %v, want 8 for conn_new, ≤ 2 for conn_reuse", c.name, handshakes)
+		// workers' connections: about one handshake per worker, and at most
+		// half the requests, since Go's transport returns a connection to
+		// its pool just after the body's end, so on a loaded machine a
+		// worker's next request can now and then dial anew.
+		if handshakes[harness.ScenarioConnNew] != 8 || handshakes[harness.ScenarioConnReuse] > 4 {
+			t.Errorf("%s: handshakes %v, want 8 for conn_new, ≤ 4 for conn_reuse", c.name, handshakes)
 		}
 		if len(res.Summary.Steps) != 2 {
 			t.Errorf("%s: %d steps", c.name, len(res.Summary.Steps))
