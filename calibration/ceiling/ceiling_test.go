@@ -126,7 +126,7 @@ func TestCalibrateInProcess(t *testing.T) {
 			t.Errorf("ceiling lacks %q", k)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(cfg.OutDir, "client.jsonl")); err != nil {
+	if _, err := os.Stat(filepath.Join(cfg.OutDir, results.ClientFile)); err != nil {
 		t.Errorf("client samples: %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func TestSampleCommand(t *testing.T) {
 	t.Parallel()
 	base, stopMock, mockDone, _ := startMock(t)
 	defer func() { stopMock(); <-mockDone }()
-	path := filepath.Join(t.TempDir(), "server_metrics.jsonl")
+	path := filepath.Join(t.TempDir(), results.ServerMetricsFile)
 	var out, errOut lockedBuffer
 	err := run(context.Background(), []string{"sample", "--prometheus", base + "/metrics", "--interval", "20ms",
 		"--duration", "200ms", "-o", path}, &out, &errOut)

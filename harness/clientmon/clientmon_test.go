@@ -131,7 +131,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // The samples file holds samples and the step verdict; Stop is safe twice.
 func TestFileAndStopTwice(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "client.jsonl")
+	path := filepath.Join(t.TempDir(), results.ClientFile)
 	m, err := New(WithFile(path), WithInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestAvailableCores(t *testing.T) {
 // trip), with the harness's step index on each verdict.
 func TestReadFileRoundTrip(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "client.jsonl")
+	path := filepath.Join(t.TempDir(), results.ClientFile)
 	m, err := New(WithFile(path), WithInterval(10*time.Millisecond), WithMaxSchedLatency(0))
 	if err != nil {
 		t.Fatal(err)

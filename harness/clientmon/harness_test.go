@@ -65,7 +65,7 @@ func TestVerdictInSummary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			var warn strings.Builder
-			mon, err := clientmon.New(append([]clientmon.Option{clientmon.WithFile(filepath.Join(dir, "client.jsonl")),
+			mon, err := clientmon.New(append([]clientmon.Option{clientmon.WithFile(filepath.Join(dir, results.ClientFile)),
 				clientmon.WithInterval(100 * time.Millisecond), clientmon.WithWarnings(&warn)}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)

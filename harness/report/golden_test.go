@@ -56,7 +56,7 @@ func regenerate(t *testing.T) {
 		GOMAXPROCS:  2,
 	}
 	writeJSON(t, filepath.Join(goldenRun, results.RunFile), info)
-	_ = os.Remove(filepath.Join(goldenRun, "client.jsonl"))
+	_ = os.Remove(filepath.Join(goldenRun, results.ClientFile))
 }
 
 // TestGoldenReport renders the committed run and compares report.md with
