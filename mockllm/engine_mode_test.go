@@ -115,3 +115,64 @@ func TestWaitingQueueFull(t *testing.T) {
 		t.Errorf("/metrics does not show the waiting request; stats %+v", s.sched.Stats())
 	}
 }
+
+// TestGPUGaugesExposition: in engine mode /metrics carries dcgm-exporter's
+// GPU gauges beside vLLM's, derived from the engine: while a request
+// decodes the GPU is busy and its KV blocks sit in the framebuffer; fixed
+// mode models no GPU and exposes none.
+func TestGPUGaugesExposition(t *testing.T) {
+	t.Parallel()
+	p, err := engine.Preset("llama3-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(WithProfile(p), WithModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer func() { ts.Close(); s.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		body := `{"prompt":"` + tokens.Prompt(2000, 1) + `","max_tokens":5000,"ignore_eos":true,"stream":true}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(body))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body) // stay connected until the test ends
+			resp.Body.Close()
+		}
+	}()
+	var g engine.GPUState
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g = s.sched.(engine.GPUReporter).GPU()
+		if g.Util > 0.5 || time.Now().After(deadline) {
+			break
+		}
+	}
+	_, body := do(t, ts, http.MethodGet, "/metrics", "")
+	text := string(body)
+	for _, want := range []string{
+		`# TYPE DCGM_FI_DEV_GPU_UTIL gauge`,
+		`DCGM_FI_PROF_SM_ACTIVE{`,
+		`DCGM_FI_PROF_DRAM_ACTIVE{`,
+		`DCGM_FI_DEV_FB_USED{`,
+		`DCGM_FI_DEV_FB_FREE{`,
+		`DCGM_FI_DEV_POWER_USAGE{`,
+		`DCGM_FI_DEV_POWER_MGMT_LIMIT{Hostname="mock",UUID="GPU-00000000-0000-0000-0000-000000000000",` +
+			`device="nvidia0",gpu="0",modelName="testbed mock GPU"} 700`,
+		`DCGM_FI_DEV_SM_CLOCK{`,
+		`DCGM_FI_DEV_MEM_CLOCK{`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if g.Util <= 0.5 || g.FBUsedBytes <= 16<<30 {
+		t.Errorf("decoding engine: util %.2f, framebuffer used %.0f B: want busy with KV beyond the weights", g.Util, g.FBUsedBytes)
+	}
+	_, fixed := fastServer(t)
+	_, body = do(t, fixed, http.MethodGet, "/metrics", "")
+	if strings.Contains(string(body), "DCGM_") {
+		t.Error("fixed mode exposes GPU gauges; it models no GPU")
+	}
+}

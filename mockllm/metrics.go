@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // vLLM's histogram buckets (vllm/v1/metrics/loggers.py).
@@ -81,6 +83,10 @@ func newMetrics(s *Server) *metrics {
 	gauge("tgi_batch_current_size", "Current batch size.", nil,
 		func() float64 { return float64(s.sched.Stats().Running) })
 
+	if g, ok := s.sched.(engine.GPUReporter); ok {
+		registerGPU(reg, g)
+	}
+
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = hist(
@@ -123,5 +129,42 @@ func (m *metrics) observeEnd(tr *Truth, dequeued time.Time, arrival time.Time) {
 	if tr.FirstTokenNS > 0 {
 		m.prefill.Observe(sec(tr.FirstTokenNS - tr.DequeuedNS))
 		m.decode.Observe(sec(tr.LastTokenNS - tr.FirstTokenNS))
+	}
+}
+
+// gpuLabels are the labels dcgm-exporter puts on every series of GPU 0.
+var gpuLabels = prometheus.Labels{"gpu": "0", "UUID": "GPU-00000000-0000-0000-0000-000000000000",
+	"device": "nvidia0", "modelName": "testbed mock GPU", "Hostname": "mock"}
+
+// registerGPU exposes the engine's modelled GPU under dcgm-exporter's
+// names and units, so a ladder against the mock exercises GPU sampling
+// and the saturation verdict as on a GPU host (docs/saturation.md).
+func registerGPU(reg *prometheus.Registry, g engine.GPUReporter) {
+	const mib = 1 << 20
+	for _, f := range []struct {
+		name, help string
+		get        func(engine.GPUState) float64
+	}{
+		{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", func(s engine.GPUState) float64 { return 100 * s.Util }},
+		{"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned (in %).",
+			func(s engine.GPUState) float64 { return s.SMActive }},
+		{"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM (in %).",
+			func(s engine.GPUState) float64 { return s.SMOccupancy }},
+		{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data (in %).",
+			func(s engine.GPUState) float64 { return s.DRAMActive }},
+		{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).",
+			func(s engine.GPUState) float64 { return float64(int64(s.FBUsedBytes / mib)) }},
+		{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+			func(s engine.GPUState) float64 { return float64(int64((s.FBTotalBytes - s.FBUsedBytes) / mib)) }},
+		{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", func(s engine.GPUState) float64 { return s.PowerW }},
+		{"DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).",
+			func(s engine.GPUState) float64 { return s.PowerLimitW }},
+		{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", func(s engine.GPUState) float64 { return s.SMClockMHz }},
+		{"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
+			func(s engine.GPUState) float64 { return s.MemClockMHz }},
+	} {
+		get := f.get
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: f.name, Help: f.help, ConstLabels: gpuLabels},
+			func() float64 { return get(g.GPU()) }))
 	}
 }

@@ -24,12 +24,16 @@ var DefaultSeries = []string{
 	// DCGM exporter (dcgm-exporter default counters and profiling fields)
 	"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
 	"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK",
+	"DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
 	"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_DRAM_ACTIVE",
 	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
 	// vLLM
 	"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
 	"vllm:gpu_cache_usage_perc", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
 	"vllm:request_success_total", "vllm:num_preemptions_total",
+	"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total",
+	"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hit_rate",
 	"vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
 	// TGI
 	"tgi_queue_size", "tgi_batch_current_size", "tgi_batch_current_max_tokens",

@@ -142,6 +142,7 @@ func TestPrometheusDCGMFixture(t *testing.T) {
 		"DCGM_FI_PROF_DRAM_ACTIVE" + gpu0:  0.826554,
 		"DCGM_FI_DEV_GPU_TEMP" + gpu0:      61,
 		"DCGM_FI_DEV_SM_CLOCK" + gpu0:      1980,
+		"DCGM_FI_DEV_MEM_CLOCK" + gpu0:     2619,
 		"DCGM_FI_PROF_SM_OCCUPANCY" + gpu0: 0.215833,
 	}
 	for k, v := range want {
@@ -155,8 +156,7 @@ func TestPrometheusDCGMFixture(t *testing.T) {
 		if strings.HasPrefix(k, "DCGM_FI_DEV_GPU_UTIL{") {
 			n++
 		}
-		if strings.HasPrefix(k, "DCGM_FI_DEV_MEM_CLOCK") || strings.HasPrefix(k, "DCGM_FI_DEV_XID_ERRORS") ||
-			strings.HasPrefix(k, "DCGM_FI_DEV_TOTAL_ENERGY") {
+		if strings.HasPrefix(k, "DCGM_FI_DEV_XID_ERRORS") || strings.HasPrefix(k, "DCGM_FI_DEV_TOTAL_ENERGY") {
 			t.Errorf("%s kept, not in DefaultSeries", k)
 		}
 	}

@@ -72,6 +72,9 @@ type Profile struct {
 	// MaxWaiting limits the waiting queue (engine mode; fixed mode has no
 	// queue); Start beyond it fails with ErrQueueFull. 0 means unbounded.
 	MaxWaiting int `yaml:"max_waiting"`
+	// GPU is the modelled GPU behind the DCGM-named gauges the engine mode
+	// exposes (framebuffer, power, clocks); zero fields take DefaultGPU's.
+	GPU GPUModel `yaml:"gpu,omitempty"`
 
 	// MaxModelLen bounds prompt plus output tokens of one request (both
 	// modes; the HTTP layer answers vLLM's 400 above it). 0 means no limit.
@@ -369,6 +372,9 @@ func (p Profile) Validate() error {
 		if r.applies(&p) && !r.ok(&p) {
 			errs = append(errs, fmt.Errorf("profile: %s: %s, got %v", r.field, r.want, r.got(&p)))
 		}
+	}
+	if err := p.GPU.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

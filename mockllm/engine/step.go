@@ -59,6 +59,14 @@ type stepScheduler struct {
 	prompt      atomic.Uint64
 	decoded     atomic.Uint64
 	steps       atomic.Uint64
+
+	// GPU model: the step being run (start and per-token share, loop
+	// state under mu) and the activity ring the gauges read.
+	gpu          GPUModel
+	act          *activity
+	stepStart    int64
+	stepCompute  float64
+	kvBlockBytes float64
 }
 
 // Sequence states, guarded by stepScheduler.mu.
@@ -123,7 +131,10 @@ func newStepCore(p Profile, o options) *stepScheduler {
 		kick:   make(chan struct{}, 1),
 		free:   p.KVCacheBlocks,
 		batch:  make([]*seq, 0, p.MaxNumSeqs),
+		gpu:    p.GPU.withDefaults(),
+		act:    newActivity(),
 	}
+	e.kvBlockBytes = e.gpu.KVBytesPerToken * float64(p.BlockSize)
 	return e
 }
 
@@ -180,6 +191,13 @@ func (e *stepScheduler) Stats() Stats {
 		PromptTokens:  e.prompt.Load(),
 		DecodedTokens: e.decoded.Load(),
 	}
+}
+
+// GPU returns the modelled GPU's state over the last ActivityWindow.
+func (e *stepScheduler) GPU() GPUState {
+	busy, compute := e.act.window(e.since(e.clock.Now()))
+	kv := float64(e.statUsed.Load()) * e.kvBlockBytes
+	return gpuState(e.gpu, busy, compute, kv)
 }
 
 // Close stops the loop and fails every unfinished stream with ErrClosed.
@@ -373,6 +391,10 @@ func (e *stepScheduler) form(now int64) int64 {
 		context += s.computed + s.newTokens
 	}
 	end := now + e.stepNS(prefill, decode, context)
+	e.stepStart = now
+	if end > now {
+		e.stepCompute = max(float64(end-now)-e.b0, 0) / float64(end-now)
+	}
 
 	if len(e.batch) == 0 {
 		// Only after the sole running sequence preempted itself: nothing
@@ -427,6 +449,7 @@ func (e *stepScheduler) preempt(s *seq) {
 // retire applies the step that ended at end: computed tokens enter the
 // cache, finished sequences leave the batch and free their blocks.
 func (e *stepScheduler) retire(end int64) {
+	e.act.add(e.stepStart, end, e.stepCompute)
 	for _, s := range e.batch {
 		s.computed += s.newTokens
 		s.newTokens = 0
