@@ -38,9 +38,9 @@ image:
 
 # The race detector slows client and mock several-fold, so under -race the
 # timing-dependent checks of the knee example, the two-provider comparison
-# and the HTTP fit round trip only log their findings; the second pass, one
+# the HTTP fit round trip and the regression verdicts on the mock only log their findings; the second pass, one
 # package at a time, enforces them without it.
-TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP
+TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock
 
 # The container tests run on their own, after the rest: their harness and
 # mock run outside this process, so they time real streams on the machine's
@@ -49,7 +49,7 @@ TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP
 test: vet fmt-check
 	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v "/docker$$")
 	$(GO) test -race -timeout 10m ./docker/
-	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/report/ ./calibration/fit/
+	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/report/ ./calibration/fit/ ./harness/history/
 
 vet:
 	$(GO) vet ./...

@@ -184,3 +184,23 @@ type StepHistograms struct {
 	// Metrics by summary.json's name: ttft_ms, itl_ms, e2e_ms, ...
 	Metrics map[string]*Metric `json:"metrics"`
 }
+
+// Buckets returns the metric's non-empty histogram buckets in increasing
+// order: each bucket's value (the upper edge, in milliseconds, as Quantile
+// reports it) and the number of samples at or below it. A quantile or a
+// resample then needs a binary search, not a walk over every bucket.
+func (m *Metric) Buckets() (valuesMS []float64, cumulative []int64) {
+	if m.n == 0 {
+		return nil, nil
+	}
+	var total int64
+	for _, b := range m.h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		total += b.Count
+		valuesMS = append(valuesMS, float64(b.To)/1e3)
+		cumulative = append(cumulative, total)
+	}
+	return valuesMS, cumulative
+}

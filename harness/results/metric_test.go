@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -60,5 +61,25 @@ func BenchmarkHistogramRecord(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		m.Add(int64(i%1000)*1e5, 1)
+	}
+}
+
+// TestMetricBuckets: a quantile read off Buckets is the one Quantile gives.
+func TestMetricBuckets(t *testing.T) {
+	t.Parallel()
+	var m Metric
+	for i := int64(1); i <= 5000; i++ {
+		m.Add(i*i*37, 1+i%3)
+	}
+	vals, cum := m.Buckets()
+	if cum[len(cum)-1] != m.Count() {
+		t.Fatalf("buckets hold %d samples, metric %d", cum[len(cum)-1], m.Count())
+	}
+	for _, p := range []float64{1, 50, 90, 99, 99.9} {
+		rank := int64(p/100*float64(m.Count()) + 0.5)
+		i := sort.Search(len(cum), func(i int) bool { return cum[i] >= rank })
+		if vals[i] != m.Quantile(p) {
+			t.Errorf("p%g: buckets give %g ms, Quantile %g ms", p, vals[i], m.Quantile(p))
+		}
 	}
 }
