@@ -66,14 +66,15 @@ func ParseMetric(s string) (MetricSpec, error) {
 	return m, nil
 }
 
-// parsePercentile reads "p50", "p99.9", and "p999" (99.9: digits after
-// the first two are decimals, as in p9999 = 99.99).
+// parsePercentile reads "p50", "p99.9", and "p999" (99.9: in a run of
+// three or more digits starting with 9, those after the first two are
+// decimals, as in p9999 = 99.99 and p995 = 99.5; p100 stays 100, an error).
 func parsePercentile(s string) (float64, error) {
 	digits, ok := strings.CutPrefix(s, "p")
 	if !ok || digits == "" {
 		return 0, fmt.Errorf("statistic %q: want pQ (p50, p99, p999) or mean", s)
 	}
-	if !strings.Contains(digits, ".") && len(digits) > 2 {
+	if !strings.Contains(digits, ".") && len(digits) > 2 && digits[0] == '9' {
 		digits = digits[:2] + "." + digits[2:]
 	}
 	q, err := strconv.ParseFloat(digits, 64)
