@@ -59,9 +59,13 @@ func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int)
 		tlsConf.RootCAs = pool
 	}
 	dialer := &net.Dialer{Timeout: p.Timeouts.Connect.D(), KeepAlive: 30 * time.Second}
+	dial := dialer.DialContext
+	if t.link != nil {
+		dial = t.link.DialContext // through the emulated link, paying its handshake
+	}
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would add its own latency to every number
-		DialContext:         dialer.DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: p.Timeouts.Connect.D(),
 		MaxIdleConns:        0, // no limit

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/netem"
 	"gopkg.in/yaml.v3"
 )
 
@@ -49,6 +50,10 @@ type Target struct {
 	// name of the env var holding the key; the key itself is never stored
 	APIKeyEnv string            `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
 	Headers   map[string]string `yaml:"headers,omitempty"     json:"headers,omitempty"`
+	// Network puts an emulated link in front of the target (network.go).
+	Network *Network `yaml:"network,omitempty"       json:"network,omitempty"`
+
+	link *netem.Proxy // the running link's proxy, while Run runs
 }
 
 // API kinds.
@@ -194,6 +199,9 @@ func (p *Plan) SetDefaults() {
 		}
 		if t.Name == "" {
 			t.Name = fmt.Sprintf("target%d", i+1)
+		}
+		if t.Network != nil {
+			t.Network.setDefaults()
 		}
 	}
 	if p.Dataset.InputTokens.IsZero() && p.Dataset.Prompts == "" {
@@ -408,6 +416,7 @@ var targetRules = []targetRule{
 		}
 		return ""
 	}},
+	{"network", func(t *Target) string { return t.Network.problem() }},
 	{"api_key_env", func(t *Target) string {
 		if t.APIKeyEnv != "" && os.Getenv(t.APIKeyEnv) == "" {
 			return fmt.Sprintf("environment variable %s is not set", t.APIKeyEnv)

@@ -42,6 +42,13 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
+	// Emulated links first: everything after, the preflight included,
+	// reaches those targets through them (network.go).
+	lk, err := startLinks(&plan)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.close()
 	// Long-context prompts sized for the server's tokenizer (sizeprompts.go).
 	if err := sizeLongContext(ctx, &plan); err != nil {
 		return nil, err
@@ -65,6 +72,8 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	}
 	defer out.close()
 	r.runID = out.info.RunID
+	r.probes = newRTTProbes(&plan, t0)
+	r.probes.all(ctx, -1, probesBefore)
 	watching, err := watch(&plan, nvml, outDir, t0, &o)
 	if err != nil {
 		return nil, err
@@ -81,6 +90,7 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	info.End = time.Now()
 	info.Interrupted = ctx.Err() != nil
 	info.Records = w.Lines()
+	info.Network = r.probes.result(lk)
 	res := &Outcome{
 		Dir:         outDir,
 		Info:        info,
@@ -263,6 +273,8 @@ func (r *runner) runSteps(ctx context.Context, o *runOptions) {
 			}
 		}
 		r.out <- msg{end: &end}
+		// The round trip again, between steps, unloaded.
+		r.probes.target(ctx, st.Target.Name, st.Index, probesAfter)
 	}
 }
 
@@ -294,6 +306,7 @@ type runner struct {
 	runID     string
 	out       chan msg
 	summaries []results.StepSummary
+	probes    *rttProbes // the network round trip, measured between steps (rtt.go)
 
 	step, planned, sent, done, errs, inflight, stepStart atomic.Int64
 	label                                                atomic.Value

@@ -22,8 +22,14 @@
 // with 50 ms latency arrives ≈ 0.8 s + 50 ms after it was sent, not
 // n·50 ms), delays do not drift, and bytes are never reordered.
 //
-// What it does not shape: the TCP handshake with the proxy itself is
-// immediate (connect time excludes the added latency), and the timing is as
-// precise as the Go runtime's timers (sub-millisecond on a busy process,
-// up to about a millisecond late on an idle one).
+// Loss is modelled as TCP experiences it: a lost segment is not dropped
+// but delivered late, by one round trip (fast retransmit) or by the
+// retransmission timeout, with everything behind it waiting (loss in
+// shape.go). A new connection's TCP handshake is modelled with
+// Config.Handshake: the first client bytes wait one round trip, and
+// Proxy.DialContext makes an in-process client's connect take it too.
+// Named links with their sources are in profile.go (Profiles).
+//
+// The timing is as precise as the Go runtime's timers (sub-millisecond on
+// a busy process, up to about a millisecond late on an idle one).
 package netem

@@ -36,6 +36,12 @@ type Direction struct {
 	// ResetProb is the chance per chunk that the connection is reset
 	// before the chunk is delivered.
 	ResetProb float64 `json:"reset_prob,omitempty"`
+	// Loss is the chance that one TCP segment (SegmentSize bytes) of this
+	// direction is lost. TCP delivers it anyway, late: a lost segment
+	// followed by at least three more in the same burst is recovered by
+	// fast retransmit, one round trip late; otherwise by the retransmission
+	// timeout (RTO). The bytes behind it wait for it (head-of-line blocking).
+	Loss float64 `json:"loss,omitempty"`
 }
 
 // Config shapes a proxy's connections.
@@ -50,7 +56,33 @@ type Config struct {
 	ChunkSize int `json:"chunk_size,omitempty"`
 	// DialTimeout bounds connecting to the upstream (default 10 s).
 	DialTimeout time.Duration `json:"dial_timeout,omitempty"`
+	// Handshake models TCP's three-way handshake: a new connection's first
+	// client bytes leave no earlier than one round trip after it was
+	// accepted, as a real client can send only after SYN and SYN-ACK have
+	// crossed the link. The client's own connect() still returns at once
+	// (the kernel answers the SYN); Proxy.DialContext also makes the
+	// client's connect take the round trip, for in-process clients.
+	Handshake bool `json:"handshake,omitempty"`
 }
+
+// SegmentSize is the TCP payload per segment that Loss counts in: an
+// Ethernet MTU of 1500 bytes less 52 bytes of IPv4 and TCP headers with
+// timestamps, as Linux sends by default.
+const SegmentSize = 1448
+
+// MinRTO is Linux's lower bound on the retransmission timeout's variance
+// term (TCP_RTO_MIN, 200 ms); the timeout of a steady connection is
+// about the round trip plus this. RFC 6298 asks for at least 1 s; Linux,
+// and so most servers, use 200 ms.
+const MinRTO = 200 * time.Millisecond
+
+// RTT is the round trip the configuration adds: the latency of both ways.
+func (c Config) RTT() time.Duration { return c.Up.Latency + c.Down.Latency }
+
+// RTO is the retransmission timeout a lost segment waits when fast
+// retransmit cannot recover it: the round trip plus MinRTO, as Linux
+// computes it for a connection with a steady round trip.
+func (c Config) RTO() time.Duration { return c.RTT() + MinRTO }
 
 // Symmetric returns a Config applying d both ways.
 func Symmetric(d Direction) Config { return Config{Up: d, Down: d} }
@@ -90,6 +122,7 @@ func (c Config) Validate() error {
 			{"stall_prob", !(d.StallProb >= 0 && d.StallProb <= 1), "must be in [0, 1]"},
 			{"reset_after", d.ResetAfter < 0, "must not be negative"},
 			{"reset_prob", !(d.ResetProb >= 0 && d.ResetProb <= 1), "must be in [0, 1]"},
+			{"loss", !(d.Loss >= 0 && d.Loss < 1), "must be in [0, 1)"},
 		}
 		for _, r := range rules {
 			if r.bad {

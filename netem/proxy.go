@@ -20,6 +20,11 @@ type Stats struct {
 	BytesDown  int64 `json:"bytes_down"`  // delivered upstream → client
 	Resets     int64 `json:"resets"`      // connections reset by a fault
 	Stalls     int64 `json:"stalls"`      // chunks held back by a stall
+	// Losses counts TCP segments lost (Direction.Loss) and delivered late;
+	// RTOs those of them that waited for the retransmission timeout rather
+	// than a fast retransmit.
+	Losses int64 `json:"losses"`
+	RTOs   int64 `json:"rtos"`
 	// Chunks counts chunks delivered; Late1ms those written more than 1 ms
 	// after their delivery time, and MaxLateNS the worst such delay. They
 	// say how faithfully the configured delays were applied: a busy host
@@ -43,6 +48,7 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	accepted, active, dialErrs, up, down, resets, stalls atomic.Int64
+	losses, rtos                                         atomic.Int64
 	chunks, late1ms, maxLate                             atomic.Int64
 }
 
@@ -162,6 +168,7 @@ func (pr *pair) teardown(reset bool) {
 
 func (p *Proxy) handle(c net.Conn, index int64) {
 	defer p.wg.Done()
+	accepted := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
 	u, err := p.dialer.DialContext(ctx, "tcp", p.upstream)
 	cancel()
@@ -189,18 +196,33 @@ func (p *Proxy) handle(c net.Conn, index int64) {
 
 	start := time.Now()
 	seed := uint64(p.cfg.Seed)*1_000_003 + uint64(index)*2
+	up := p.newShaper(p.cfg.Up, seed, start)
+	if p.cfg.Handshake {
+		// SYN and SYN-ACK cross the link before the client may send.
+		up.bucketAt = maxTime(start, accepted.Add(p.cfg.RTT()))
+	}
+	down := p.newShaper(p.cfg.Down, seed+1, start)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		p.pipe(pr, c, u, newShaper(p.cfg.Up, seed, start), p.cfg.chunkSize(p.cfg.Up), &p.up)
+		p.pipe(pr, c, u, up, p.cfg.chunkSize(p.cfg.Up), &p.up)
 	}()
 	go func() {
 		defer wg.Done()
-		p.pipe(pr, u, c, newShaper(p.cfg.Down, seed+1, start), p.cfg.chunkSize(p.cfg.Down), &p.down)
+		p.pipe(pr, u, c, down, p.cfg.chunkSize(p.cfg.Down), &p.down)
 	}()
 	wg.Wait()
 	pr.teardown(false)
+}
+
+// newShaper is a shaper for one direction of a connection, knowing what a
+// lost segment costs on this link.
+func (p *Proxy) newShaper(d Direction, seed uint64, start time.Time) *shaper {
+	sh := newShaper(d, seed, start)
+	sh.rtt = p.cfg.RTT()
+	sh.rto = p.cfg.RTO()
+	return sh
 }
 
 // chunk is bytes read from one side, waiting for their delivery time.
@@ -234,6 +256,8 @@ func (p *Proxy) pipe(pr *pair, src, dst net.Conn, sh *shaper, size int, bytes *a
 			if v.stalled {
 				p.stalls.Add(1)
 			}
+			p.losses.Add(int64(v.lost))
+			p.rtos.Add(int64(v.rtos))
 			select {
 			case q <- chunk{buf: b, n: v.pass, at: v.deliver, reset: v.reset}:
 			case <-pr.done:
@@ -301,6 +325,7 @@ func (p *Proxy) Stats() Stats {
 	return Stats{
 		Accepted: p.accepted.Load(), Active: p.active.Load(), DialErrors: p.dialErrs.Load(),
 		BytesUp: p.up.Load(), BytesDown: p.down.Load(), Resets: p.resets.Load(), Stalls: p.stalls.Load(),
+		Losses: p.losses.Load(), RTOs: p.rtos.Load(),
 		Chunks: p.chunks.Load(), Late1ms: p.late1ms.Load(), MaxLateNS: p.maxLate.Load(),
 	}
 }

@@ -2,22 +2,12 @@ package netem
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http/httptest"
-	"net/url"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/llm-testbed/testbed/harness"
-	"github.com/llm-testbed/testbed/harness/results"
-	"github.com/llm-testbed/testbed/mockllm"
-	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // startProxy runs a proxy on loopback in front of upstream.
@@ -137,141 +127,6 @@ func TestProxyBandwidthAndLatencyCompose(t *testing.T) {
 		t.Errorf("took %v, want [%v, %v]", took, want, bound)
 	}
 	t.Logf("200 kB at 1 MB/s + 2×%v: took %v (ideal %v)", lat, took, want)
-}
-
-// fixedMock starts the real mock in fixed mode behind httptest.
-func fixedMock(t testing.TB, ttft, itl time.Duration) (*mockllm.Server, *httptest.Server) {
-	t.Helper()
-	pr, err := engine.Preset("ideal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr.TTFT, pr.ITL = ttft, itl
-	m, err := mockllm.New(mockllm.WithProfile(pr), mockllm.WithModel("m"), mockllm.WithSeed(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(m)
-	t.Cleanup(func() { srv.Close(); m.Close() })
-	return m, srv
-}
-
-func hostPort(t testing.TB, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
-}
-
-// plan is a small closed-loop plan against url: n requests (plus one
-// warm-up) of 8 output tokens at concurrency 1.
-func plan(url, connection string, n int) harness.Plan {
-	in, _ := harness.ParseDist("fixed:16")
-	out, _ := harness.ParseDist("fixed:8")
-	one := 1
-	return harness.Plan{
-		Seed:       5,
-		Targets:    []harness.Target{{Name: "mock", URL: url, Model: "m"}},
-		Dataset:    harness.Dataset{InputTokens: in, OutputTokens: out},
-		IgnoreEOS:  true,
-		Connection: connection,
-		Extra:      []harness.StepSpec{{Scenario: "concurrency", Concurrency: 1, Requests: n, Warmup: &one}},
-	}
-}
-
-// TestHarnessTTFTThroughProxy runs the harness against the real mock
-// through the proxy. A request crosses the proxy once each way before its
-// first token, so client TTFT − server TTFT (the mock's ground truth) is
-// at least 2·(latency − jitter), for every request, and its median stays
-// near 2·latency.
-func TestHarnessTTFTThroughProxy(t *testing.T) {
-	t.Parallel()
-	const lat, jit = 25 * time.Millisecond, 5 * time.Millisecond
-	m, srv := fixedMock(t, 20*time.Millisecond, 2*time.Millisecond)
-	p := startProxy(
-		t,
-		hostPort(t, srv.URL),
-		Config{Seed: 9, Up: Direction{Latency: lat, Jitter: jit}, Down: Direction{Latency: lat, Jitter: jit}},
-	)
-	res, err := harness.Run(context.Background(), plan("http://"+p.Addr(), "reuse", 12), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var added []time.Duration
-	for _, r := range recs {
-		if !r.OK() || r.Warmup {
-			continue
-		}
-		tr, ok := m.Truth(r.ID)
-		if !ok {
-			t.Fatalf("%s: no ground truth", r.ID)
-		}
-		d := time.Duration((r.FirstTokenNS - r.SentNS) - (tr.FirstTokenNS - tr.ArrivalNS))
-		if d < 2*(lat-jit) {
-			t.Errorf(
-				"%s: client TTFT exceeds the server's by %v, less than the %v the proxy must add",
-				r.ID,
-				d,
-				2*(lat-jit),
-			)
-		}
-		added = append(added, d)
-	}
-	if len(added) != 12 {
-		t.Fatalf("%d successful measured requests, want 12", len(added))
-	}
-	slices.Sort(added)
-	// Median bound: the most jitter can add each way, plus one latency for
-	// the client, the loopback and timer lateness on a busy machine. (A
-	// response's chunks each draw jitter and keep their order, so the first
-	// token tends to the late side of the jitter range.)
-	if bound := 2*(lat+jit) + raceSlack*lat; added[len(added)/2] > bound {
-		t.Errorf("median added delay %v, want about %v (at most %v)", added[len(added)/2], 2*lat, bound)
-	}
-	t.Logf(
-		"added delay through the proxy: min %v median %v max %v (config 2×%v ± 2×%v)",
-		added[0],
-		added[len(added)/2],
-		added[len(added)-1],
-		lat,
-		jit,
-	)
-}
-
-// TestHarnessSeesResetAsStreamCut resets every connection after 700 bytes
-// of response: headers and a few chunks arrive, then the connection
-// breaks, which the harness must class as stream_cut.
-func TestHarnessSeesResetAsStreamCut(t *testing.T) {
-	t.Parallel()
-	_, srv := fixedMock(t, 5*time.Millisecond, time.Millisecond)
-	p := startProxy(t, hostPort(t, srv.URL), Config{Down: Direction{ResetAfter: 700}})
-	pl := plan("http://"+p.Addr(), "new", 4)
-	res, err := harness.Run(context.Background(), pl, t.TempDir())
-	if err != nil && res == nil {
-		t.Fatal(err)
-	}
-	recs, err := results.ReadRecords(filepath.Join(res.Dir, results.RecordsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 5 {
-		t.Fatalf("%d records, want 5", len(recs))
-	}
-	for _, r := range recs {
-		if r.ErrorClass != results.ErrStreamCut {
-			t.Errorf("%s: class %q (%s), want %q", r.ID, r.ErrorClass, r.Error, results.ErrStreamCut)
-		}
-	}
-	// One reset per request; the harness's preflight connection (if it
-	// reads past 700 bytes) may add one.
-	if st := p.Stats(); st.Resets < 5 {
-		t.Errorf("proxy counted %d resets, want ≥ 5", st.Resets)
-	}
 }
 
 func TestProxyDialErrorAndClose(t *testing.T) {

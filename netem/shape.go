@@ -18,6 +18,9 @@ type shaper struct {
 	lastDeliver time.Time
 	passed      int64 // bytes let through so far
 	resetDone   bool
+	// rtt and rto are the connection's round trip and retransmission
+	// timeout: what a lost segment costs (loss.go).
+	rtt, rto time.Duration
 }
 
 func newShaper(d Direction, seed uint64, start time.Time) *shaper {
@@ -36,6 +39,8 @@ type verdict struct {
 	pass    int       // bytes of the chunk to write (less than read when a reset cuts it)
 	reset   bool      // reset the connection after writing pass bytes
 	stalled bool      // a stall (random or periodic) held this chunk back
+	lost    int       // segments of the chunk lost and retransmitted
+	rtos    int       // of them, those recovered only by the retransmission timeout
 }
 
 // schedule decides the fate of n bytes read at time t. Calls come in
@@ -88,7 +93,7 @@ func (s *shaper) schedule(t time.Time, n int) verdict {
 	}
 	s.bucketAt = depart
 
-	deliver := depart.Add(s.d.Latency)
+	deliver := depart.Add(s.d.Latency + s.lose(&v))
 	if s.d.Jitter > 0 {
 		j := time.Duration((s.rng.Float64()*2 - 1) * float64(s.d.Jitter))
 		deliver = deliver.Add(j)
@@ -126,4 +131,32 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// lose draws the loss of each TCP segment of the chunk's bytes and returns
+// how late the chunk arrives for it. A lost segment with at least three
+// segments behind it in the chunk brings three duplicate ACKs, so the
+// sender retransmits it after one round trip (fast retransmit, RFC 5681);
+// one near the end of a burst — the usual case for a token stream, whose
+// events are one small segment each — waits for the retransmission
+// timeout. Several losses in one chunk overlap: it waits for the longest.
+func (s *shaper) lose(v *verdict) time.Duration {
+	if s.d.Loss <= 0 || v.pass <= 0 {
+		return 0
+	}
+	segs := (v.pass + SegmentSize - 1) / SegmentSize
+	var late time.Duration
+	for i := range segs {
+		if s.rng.Float64() >= s.d.Loss {
+			continue
+		}
+		v.lost++
+		if segs-i-1 >= 3 {
+			late = max(late, s.rtt)
+			continue
+		}
+		v.rtos++
+		late = max(late, s.rto)
+	}
+	return late
 }

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/netem"
 )
 
 func init() {
@@ -67,6 +69,8 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	fs.Var(durationFlag{&p.SLO.TPOT}, "slo-tpot", "goodput SLO on TPOT")
 	fs.Var(durationFlag{&p.SLO.E2E}, "slo-e2e", "goodput SLO on end-to-end latency")
 	fs.Var(durationFlag{&p.Timeouts.Request}, "timeout", "whole-request timeout (default 10m)")
+	netemArg := fs.String("netem", "", "emulated link in front of the target: a profile ("+
+		strings.Join(netem.ProfileNames(), ", ")+") or a YAML file of figures (docs/netem.md)")
 	out := fs.String("o", "", "results directory (default results/bench-<time>)")
 	var sf scenarioFlags // scenario_flags.go
 	sf.register(fs)
@@ -83,6 +87,13 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	smp.apply(&p)
 	if fs.NArg() > 0 {
 		return p, "", fmt.Errorf("bench takes no arguments, got %q: %w", fs.Args(), errUsage)
+	}
+	if *netemArg != "" {
+		n, err := harness.LoadNetwork(*netemArg)
+		if err != nil {
+			return p, "", fmt.Errorf("--netem: %w", err)
+		}
+		t.Network = &n
 	}
 	if t.URL == "" {
 		fs.Usage()

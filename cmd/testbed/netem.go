@@ -52,7 +52,9 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"down",
 		"direction whose bytes --reset-after/--reset-prob count: down (server→client), up or both",
 	)
-	seed := fs.Int64("seed", 1, "seed for jitter, random stalls and resets")
+	fs.Float64Var(&d.Loss, "loss", 0, "chance per TCP segment of a loss, each way; costs a retransmission delay")
+	handshake := fs.Bool("handshake", false, "hold a new connection's first bytes one round trip, as TCP's handshake does")
+	seed := fs.Int64("seed", 1, "seed for jitter, random stalls, losses and resets")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {
 		fmt.Fprintln(
@@ -77,7 +79,7 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *duration < 0 {
 		return fmt.Errorf("netem: --duration %v must not be negative: %w", *duration, errUsage)
 	}
-	cfg := netem.Config{Up: d, Down: d, Seed: *seed}
+	cfg := netem.Config{Up: d, Down: d, Seed: *seed, Handshake: *handshake}
 	if upBW >= 0 {
 		cfg.Up.Bandwidth = upBW
 	}

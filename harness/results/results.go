@@ -39,5 +39,8 @@ const (
 )
 
 // FormatVersion is the version of this format, written into run.json.
-// Version 1 had no format_version field; its files read the same.
+// Version 1 had no format_version field; its files read the same. A field
+// added within a version is optional: readers treat its absence as "not
+// measured" (run.json's network), so the version changes only when a
+// field changes meaning or an old reader would misread a new file.
 const FormatVersion = 2

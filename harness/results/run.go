@@ -16,6 +16,10 @@ type RunInfo[P any] struct {
 	Interrupted   bool      `json:"interrupted"`
 	Records       int64     `json:"records"`
 	Host          Host      `json:"host"`
+	// Network is each target's measured round trip and emulated link.
+	// Added within format version 2: a run.json without it (an older run)
+	// says nothing about the network, and readers treat it as unmeasured.
+	Network []TargetNetwork `json:"network,omitempty"`
 }
 
 // Host describes the machine that ran the client, for run.json.
