@@ -49,7 +49,8 @@ type Network struct {
 }
 
 // networkFields are the keys a network mapping may hold.
-var networkFields = []string{"profile", "latency", "jitter", "bandwidth", "up_bandwidth", "down_bandwidth", "loss", "up_loss", "down_loss",
+var networkFields = []string{"profile", "latency", "jitter", "bandwidth", "up_bandwidth", "down_bandwidth",
+	"loss", "up_loss", "down_loss",
 	"handshake", "stall_every", "stall_for", "stall_prob", "reset_after", "reset_prob"}
 
 // UnmarshalYAML reads a profile's name or a mapping of figures; an unknown
@@ -65,7 +66,8 @@ func (n *Network) UnmarshalYAML(node *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		if k := node.Content[i]; !slices.Contains(networkFields, k.Value) {
-			return fmt.Errorf("line %d: network: unknown field %q (known: %s)", k.Line, k.Value, strings.Join(networkFields, ", "))
+			return fmt.Errorf("line %d: network: unknown field %q (known: %s)",
+				k.Line, k.Value, strings.Join(networkFields, ", "))
 		}
 	}
 	type plain Network // without this method, so Decode does not recurse

@@ -11,7 +11,9 @@ import (
 // naming the field.
 func TestPlanNetwork(t *testing.T) {
 	t.Parallel()
-	const head = "seed: 1\nload: {concurrency: [1], requests: 1}\ntargets:\n  - {name: a, url: http://127.0.0.1:1, model: m, network: "
+	const head = "seed: 1\nload: {concurrency: [1], requests: 1}\n" +
+		"targets:\n  - {name: a, url: http://127.0.0.1:1, model: m, network: "
+	ms := time.Millisecond
 	cases := []struct {
 		name    string
 		network string
@@ -20,14 +22,22 @@ func TestPlanNetwork(t *testing.T) {
 		loss    float64
 		wantErr string
 	}{
-		{"profile name", "cross-region", 35 * time.Millisecond, "1gbit", 0, ""},                                        // figures from the profile
-		{"profile with override", "{profile: intercontinental, loss: 0.01}", 75 * time.Millisecond, "1gbit", 0.01, ""}, // loss overridden
-		{"inline figures", "{latency: 25ms, down_bandwidth: 10mbit}", 25 * time.Millisecond, "10mbit", 0, ""},          // no profile
-		{"unknown profile", "moon", 0, "", 0, "unknown network profile"},                                               // names the known ones
-		{"unknown field", "{latncy: 5ms}", 0, "", 0, `unknown field "latncy"`},                                         // typo
-		{"bad rate", "{bandwidth: fast}", 0, "", 0, "want a number with a unit"},                                       // not a rate
-		{"loss out of range", "{loss: 1.5}", 0, "", 0, "loss must be in [0, 1)"},                                       // probability
-		{"not a mapping", "[1, 2]", 0, "", 0, "want a profile name"},                                                   // a list
+		// Figures from the profile.
+		{"profile name", "cross-region", 35 * ms, "1gbit", 0, ""},
+		// Loss overridden, the rest from the profile.
+		{"profile with override", "{profile: intercontinental, loss: 0.01}", 75 * ms, "1gbit", 0.01, ""},
+		// No profile: only what is given.
+		{"inline figures", "{latency: 25ms, down_bandwidth: 10mbit}", 25 * ms, "10mbit", 0, ""},
+		// An unknown name lists the known ones.
+		{"unknown profile", "moon", 0, "", 0, "unknown network profile"},
+		// A typo is not silently ignored.
+		{"unknown field", "{latncy: 5ms}", 0, "", 0, `unknown field "latncy"`},
+		// Not a rate.
+		{"bad rate", "{bandwidth: fast}", 0, "", 0, "want a number with a unit"},
+		// A probability.
+		{"loss out of range", "{loss: 1.5}", 0, "", 0, "loss must be in [0, 1)"},
+		// A list is neither form.
+		{"not a mapping", "[1, 2]", 0, "", 0, "want a profile name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,7 +54,8 @@ func TestPlanNetwork(t *testing.T) {
 			}
 			n := p.Targets[0].Network
 			if n.Latency.D() != c.latency || n.DownBandwidth != c.down || n.Loss != c.loss || !*n.Handshake {
-				t.Errorf("network %+v, want latency %v down %s loss %v with the handshake", *n, c.latency, c.down, c.loss)
+				t.Errorf("network %+v, want latency %v down %s loss %v with the handshake",
+					*n, c.latency, c.down, c.loss)
 			}
 			if _, err := n.Config(1); err != nil {
 				t.Error(err)
@@ -54,7 +65,9 @@ func TestPlanNetwork(t *testing.T) {
 }
 
 func FuzzParseNetwork(f *testing.F) {
-	for _, s := range []string{"lan", "{profile: mobile-4g, jitter: 5ms}", "{latency: 1ms, loss: 0.5}", "{bandwidth: 1gbit}", "[]", "{a: b}"} {
+	seeds := []string{"lan", "{profile: mobile-4g, jitter: 5ms}", "{latency: 1ms, loss: 0.5}", "{bandwidth: 1gbit}",
+		"[]", "{a: b}"}
+	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

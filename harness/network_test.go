@@ -204,7 +204,8 @@ func TestLinkLossStalls(t *testing.T) {
 	if link == nil || int64(stalls) > link.RTOs || int64(stalls) < link.RTOs-1 {
 		t.Errorf("%d requests stalled, but the link reports %+v", stalls, link)
 	}
-	t.Logf("%d of %d requests stalled (expected %.0f); link: %d losses, %d RTOs", stalls, requests, want, link.Losses, link.RTOs)
+	t.Logf("%d of %d requests stalled (expected %.0f); link: %d losses, %d RTOs",
+		stalls, requests, want, link.Losses, link.RTOs)
 }
 
 // TestLinkResetIsStreamCut: a link that resets each connection after 700

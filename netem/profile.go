@@ -44,7 +44,8 @@ func LookupProfile(name string) (Profile, error) {
 			return p, nil
 		}
 	}
-	return Profile{}, fmt.Errorf("netem: unknown network profile %q: want one of %s", name, strings.Join(ProfileNames(), ", "))
+	return Profile{}, fmt.Errorf("netem: unknown network profile %q: want one of %s",
+		name, strings.Join(ProfileNames(), ", "))
 }
 
 // ProfileNames lists the profiles' names in their order.
