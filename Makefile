@@ -37,10 +37,11 @@ image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) bin/image
 
 # The race detector slows client and mock several-fold, so under -race the
-# timing-dependent checks of the knee example, the two-provider comparison
-# the HTTP fit round trip and the regression verdicts on the mock only log their findings; the second pass, one
+# timing-dependent checks of the knee example, the two-provider comparison,
+# the HTTP fit round trip, the regression verdicts on the mock and the round
+# trips an emulated link adds only log their findings; the second pass, one
 # package at a time, enforces them without it.
-TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock
+TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips
 
 # The container tests run on their own, after the rest: their harness and
 # mock run outside this process, so they time real streams on the machine's
@@ -49,7 +50,7 @@ TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP|TestComp
 test: vet fmt-check
 	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v "/docker$$")
 	$(GO) test -race -timeout 10m ./docker/
-	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/report/ ./calibration/fit/ ./harness/history/
+	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/ ./harness/report/ ./calibration/fit/ ./harness/history/
 
 vet:
 	$(GO) vet ./...
