@@ -20,6 +20,7 @@ type chunk struct {
 	promptTok  int
 	complTok   int
 	errMessage string
+	invalid    bool // not a JSON object: the stream is not the API's
 }
 
 var (
@@ -74,11 +75,21 @@ func textValue(v []byte) (nonEmpty bool, words int) {
 // notNull reports whether v starts with a value other than null.
 func notNull(v []byte) bool { return len(v) > 0 && v[0] != 'n' }
 
-// parseChunk reads one event's data for the given API.
+// parseChunk reads one event's data for the given API. Every event must be
+// [DONE] or a JSON object: its first and last bytes are checked always, and
+// an event that carries none of the keys the client looks for (suspicious:
+// it could be anything) is validated in full. Token events skip the full
+// check, which would double the hot path's cost; readStream validates each
+// stream's first event in full as well.
 func parseChunk(api string, data []byte) chunk {
 	var c chunk
-	if bytes.Equal(bytes.TrimSpace(data), doneMarker) {
+	d := bytes.TrimSpace(data)
+	if bytes.Equal(d, doneMarker) {
 		c.done = true
+		return c
+	}
+	if len(d) < 2 || d[0] != '{' || d[len(d)-1] != '}' {
+		c.invalid = true
 		return c
 	}
 	switch api {
@@ -113,6 +124,9 @@ func parseChunk(api string, data []byte) chunk {
 	}
 	if v := valueAfter(data, keyError); len(v) > 0 && (v[0] == '{' || v[0] == '"') {
 		c.errMessage = errorMessage(data)
+	}
+	if !c.text && !c.done && !c.usage && c.finish == "" && c.errMessage == "" && !json.Valid(d) {
+		c.invalid = true
 	}
 	return c
 }

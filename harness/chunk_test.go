@@ -66,6 +66,12 @@ func TestParseChunk(t *testing.T) {
 		},
 		// An empty completions text is not a token.
 		{"completions empty", APICompletions, `{"choices":[{"text":"","finish_reason":null}]}`, chunk{}},
+		// Data that is not a JSON object is invalid.
+		{"not JSON", APIChat, `hello`, chunk{invalid: true}},
+		// An event with none of the keys is validated in full.
+		{"invalid object", APIChat, `{"id": x}`, chunk{invalid: true}},
+		// A valid object without a token is valid, and not a token.
+		{"object without token", APIChat, `{"id":"x"}`, chunk{}},
 		// TGI token chunk.
 		{
 			"tgi token",

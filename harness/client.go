@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -36,6 +37,11 @@ type client struct {
 	request time.Duration
 	retry   Retry
 }
+
+// AttemptHeader carries a retried request's attempt number (2, 3, ...);
+// the first attempt sends none. Servers that inject faults per request
+// (the mock) draw afresh for each attempt, so a retry can succeed.
+const AttemptHeader = "X-Testbed-Attempt"
 
 var errIdle = errors.New("no data from the server within the idle timeout")
 
@@ -157,10 +163,20 @@ func (c *client) since() int64 { return int64(time.Since(c.t0)) }
 var readerPool = sync.Pool{New: func() any { return sse.NewReader(nil) }}
 
 // do sends rq and fills rec; on 429 it retries as the policy allows,
-// keeping rec.IntendedNS so the wait counts in latency from schedule.
+// keeping rec.IntendedNS so the wait counts in latency from schedule, and
+// recording the time spent on rejected attempts and waits in RetryWaitNS
+// so it never counts as the client's own schedule lag. Each attempt sends
+// its number (X-Testbed-Attempt), so a server that draws faults per
+// request, like the mock, draws afresh for a retry.
 func (c *client) do(ctx context.Context, rq *Request, rec *results.Record) {
+	var firstSent int64
 	for attempt := 1; ; attempt++ {
-		c.once(ctx, rq, rec)
+		c.once(ctx, rq, rec, attempt)
+		if attempt == 1 {
+			firstSent = rec.SentNS
+		} else if rec.SentNS > 0 {
+			rec.RetryWaitNS = rec.SentNS - firstSent
+		}
 		if rec.ErrorClass != results.ErrRateLimited || attempt > c.retry.RateLimited {
 			if attempt > 1 {
 				rec.Attempts = attempt
@@ -187,7 +203,8 @@ func (c *client) do(ctx context.Context, rq *Request, rec *results.Record) {
 		*rec = results.Record{
 			ID: keep.ID, Target: keep.Target, Step: keep.Step, Scenario: keep.Scenario, Concurrency: keep.Concurrency,
 			Rate: keep.Rate, API: keep.API, Stream: keep.Stream, Warmup: keep.Warmup, IntendedNS: keep.IntendedNS,
-			CapWaitNS: keep.CapWaitNS, NInPlanned: keep.NInPlanned, MaxTokens: keep.MaxTokens, ChunkGapsNS: keep.ChunkGapsNS[:0],
+			CapWaitNS: keep.CapWaitNS, NInPlanned: keep.NInPlanned, MaxTokens: keep.MaxTokens,
+			ChunkGapsNS: keep.ChunkGapsNS[:0],
 		}
 	}
 }
@@ -248,7 +265,7 @@ func (tt *traceTimes) fill(rec *results.Record) {
 // undercuts the server's, and including connection setup (DNS, connect,
 // TLS) when no idle connection is at hand, so "new connection per request"
 // shows its real cost in TTFT. The setup parts are recorded separately.
-func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
+func (c *client) once(ctx context.Context, rq *Request, rec *results.Record, attempt int) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	deadline := time.AfterFunc(c.request, func() { cancel(context.DeadlineExceeded) })
@@ -276,6 +293,9 @@ func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
 		h[k] = v
 	}
 	h["X-Request-Id"] = []string{rec.ID}
+	if attempt > 1 {
+		h[AttemptHeader] = []string{strconv.Itoa(attempt)}
+	}
 	hreq.Header = h
 	hreq.ContentLength = int64(len(rq.Body))
 
@@ -306,10 +326,83 @@ func (c *client) once(ctx context.Context, rq *Request, rec *results.Record) {
 		return
 	}
 	if rec.Stream {
+		if ct := resp.Header.Get("Content-Type"); ct != "" && !isEventStream(ct) {
+			c.readNotStream(ctx, reqCtx, resp.Body, ct, rec, tt)
+			return
+		}
 		c.readStream(ctx, reqCtx, resp.Body, idle, rec, tt)
 	} else {
 		c.readWhole(ctx, reqCtx, resp.Body, rec, tt)
 	}
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// readNotStream classifies a 2xx answer to a streaming request that is not
+// an event stream: an error body is the server's error, anything else
+// (an HTML page from a proxy, one JSON body because the server ignored
+// stream: true) is a bad response, never a cut stream.
+func (c *client) readNotStream(ctx, reqCtx context.Context, body io.Reader, ct string, rec *results.Record, tt *traceTimes) {
+	b, err := io.ReadAll(io.LimitReader(body, 64<<10))
+	tt.fill(rec)
+	rec.DoneNS = c.since()
+	if err != nil {
+		c.classify(ctx, reqCtx, rec, err)
+		if rec.ErrorClass == results.ErrOther {
+			rec.ErrorClass = results.ErrStreamCut
+		}
+		return
+	}
+	if msg, ok := errorBody(b); ok {
+		rec.ErrorClass = results.ErrServer
+		rec.Error = truncate(fmt.Sprintf("HTTP %d with an error body: %s", rec.Status, msg), maxErrorBody)
+		return
+	}
+	rec.ErrorClass = results.ErrBadResponse
+	switch {
+	case looksHTML(b):
+		rec.Error = fmt.Sprintf("an HTML page (Content-Type %s) instead of an event stream", ct)
+	case json.Valid(b):
+		rec.Error = fmt.Sprintf("one JSON body (Content-Type %s) to a streaming request: the server ignored stream", ct)
+	default:
+		rec.Error = fmt.Sprintf("Content-Type %s instead of text/event-stream", ct)
+	}
+}
+
+// errorBody returns the message of a JSON body whose top level has an
+// "error" member (OpenAI's and TGI's error shapes).
+func errorBody(b []byte) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return "", false
+	}
+	if e, ok := m["error"]; !ok || string(e) == "null" {
+		return "", false
+	}
+	return errorMessage(b), true
+}
+
+// looksHTML reports whether a body starts like an HTML document.
+func looksHTML(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '<'
+}
+
+// countingReader counts the bytes read through it: a stream that ends
+// having sent bytes but no event was not an event stream at all.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (cr *countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	cr.n += int64(n)
+	return n, err
 }
 
 // readStream times every event of a streamed response.
@@ -320,12 +413,15 @@ func (c *client) readStream(
 	rec *results.Record,
 	tt *traceTimes,
 ) {
+	counted := &countingReader{r: body}
 	rd := readerPool.Get().(*sse.Reader)
-	rd.Reset(body)
+	rd.Reset(counted)
 	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
 	var (
 		first, last  int64
-		counted      int
+		ntok         int
+		events       int
+		invalid      string
 		lastCompl    int
 		usageSeen    bool
 		done         bool
@@ -347,6 +443,11 @@ func (c *client) readStream(
 		now := c.since()
 		idle.Reset(c.idle)
 		ch := parseChunk(c.target.API, data)
+		events++
+		if ch.invalid || events == 1 && !ch.done && !json.Valid(data) {
+			invalid = fmt.Sprintf("event %d is not a JSON object: %q", events, truncate(string(data), 64))
+			break
+		}
 		if ch.errMessage != "" {
 			streamErr = ch.errMessage
 			break
@@ -372,7 +473,7 @@ func (c *client) readStream(
 			}
 			nTokenChunks++
 			last = now
-			counted += n
+			ntok += n
 		}
 		if ch.usage {
 			usageSeen, promptTok, complTok, lastCompl = true, ch.promptTok, ch.complTok, ch.complTok
@@ -396,21 +497,29 @@ func (c *client) readStream(
 	rec.DoneNS = c.since()
 	rec.FirstTokenNS, rec.LastTokenNS = first, last
 	rec.ChunkGapsNS, rec.ChunkTokens = gaps, chunkTokens
-	rec.NOutCounted, rec.FinishReason = counted, finish
-	rec.NIn, rec.NOut = rec.NInPlanned, counted
+	rec.NOutCounted, rec.FinishReason = ntok, finish
+	rec.NIn, rec.NOut = rec.NInPlanned, ntok
 	if usageSeen {
 		rec.UsageReported = true
 		if promptTok > 0 {
 			rec.NIn = promptTok
 		}
 		rec.NOut = complTok
-		rec.NOutDiff = complTok - counted
+		rec.NOutDiff = complTok - ntok
 	}
 	switch {
 	case streamErr != "":
 		rec.ErrorClass, rec.Error = results.ErrServer, streamErr
+	case invalid != "":
+		rec.ErrorClass, rec.Error = results.ErrBadResponse, invalid
+	case (done || readErr == io.EOF && finish != "") && ntok == 0:
+		rec.ErrorClass = results.ErrNoTokens
+		rec.Error = fmt.Sprintf("the stream finished after %d events without a generated token", events)
 	case done, readErr == io.EOF && finish != "":
 		// complete
+	case readErr == io.EOF && events == 0 && counted.n > 0:
+		rec.ErrorClass = results.ErrBadResponse
+		rec.Error = fmt.Sprintf("%d bytes of body held no server-sent event", counted.n)
 	case readErr == io.EOF:
 		rec.ErrorClass, rec.Error = results.ErrStreamCut, "stream ended before its finish marker"
 	default:
@@ -449,11 +558,20 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *res
 		Error         any         `json:"error"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		rec.ErrorClass, rec.Error = results.ErrOther, truncate("response is not JSON: "+err.Error(), maxErrorBody)
+		rec.ErrorClass = results.ErrBadResponse
+		rec.Error = truncate("response is not the API's JSON: "+err.Error(), maxErrorBody)
+		if looksHTML(b) {
+			rec.Error = "an HTML page instead of a JSON response"
+		}
 		return
 	}
 	if m.Error != nil {
-		rec.ErrorClass, rec.Error = results.ErrServer, errorMessage(b)
+		rec.ErrorClass = results.ErrServer
+		rec.Error = truncate(fmt.Sprintf("HTTP %d with an error body: %s", rec.Status, errorMessage(b)), maxErrorBody)
+		return
+	}
+	if len(m.Choices) == 0 && m.GeneratedText == nil {
+		rec.ErrorClass, rec.Error = results.ErrBadResponse, "a JSON response with neither choices nor generated_text"
 		return
 	}
 	var text string
@@ -482,6 +600,9 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *res
 	}
 	if rec.UsageReported {
 		rec.NOutDiff = rec.NOut - rec.NOutCounted
+	}
+	if rec.NOut == 0 {
+		rec.ErrorClass, rec.Error = results.ErrNoTokens, "the response holds no generated token"
 	}
 }
 

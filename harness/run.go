@@ -207,7 +207,7 @@ func createResults(
 		RunID:         newRunID(),
 		Version:       cmp.Or(version, "dev"),
 		Seed:          plan.Seed,
-		Plan:          *plan,
+		Plan:          plan.Redacted(), // run.json is shared: no credentials
 		Start:         t0,
 		Host:          HostFacts(ctx),
 	}

@@ -88,7 +88,7 @@ func (a *stepAgg) add(r *results.Record) {
 		a.s.API, a.s.Stream = r.API, r.Stream
 	}
 	if r.SentNS > 0 {
-		a.lagAll.Add(r.SentNS-r.IntendedNS, 1)
+		a.lagAll.Add(r.ScheduleLagNS(), 1)
 	}
 	if r.Warmup {
 		a.warm.Requests++
@@ -118,7 +118,7 @@ func (a *stepAgg) add(r *results.Record) {
 	}
 	a.s.OK++
 	if r.SentNS > 0 {
-		a.lag.Add(r.SentNS-r.IntendedNS, 1)
+		a.lag.Add(r.ScheduleLagNS(), 1)
 	}
 	if r.FirstByteNS > 0 {
 		a.ttfb.Add(r.FirstByteNS-r.SentNS, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -16,8 +17,9 @@ import (
 // stream shaping of TokensPerEvent, PacingInterval and EarlyFirstByte).
 
 // FaultConfig injects faults. Each rate is a probability in [0, 1] drawn
-// per request from a hash of the seed and the request id, so a rerun with
-// the same ids sees the same faults. The zero value injects nothing. A
+// per request from a hash of the seed, the request id and the attempt
+// number (AttemptHeader), so a rerun with the same ids sees the same
+// faults and a client's retry of a rejected request draws afresh. The zero value injects nothing. A
 // request header "X-Testbed-Fault: rate_limit|server_error|stream_cut|stall"
 // forces one fault on that request whatever the rates.
 type FaultConfig struct {
@@ -83,6 +85,22 @@ type faultPlan struct {
 }
 
 const faultSalt = 0x3c6ef372fe94f82b
+
+// AttemptHeader is the header in which a client numbers a retried
+// request's attempts (2, 3, ...; the load harness sends it). The same id
+// with another attempt number is another fault draw: otherwise a retry of
+// an injected 429 would meet the same 429 forever.
+const AttemptHeader = "X-Testbed-Attempt"
+
+// faultKey is the key faults are drawn from: the request id, with the
+// attempt number appended from the second attempt on, so first attempts
+// draw exactly as before.
+func faultKey(id, attempt string) string {
+	if n, err := strconv.Atoi(attempt); err == nil && n > 1 {
+		return id + "#" + strconv.Itoa(n)
+	}
+	return id
+}
 
 // planFaults draws the faults of request id (at most one: server_error,
 // rate_limit, stream_cut, stall are tried in that order), or applies the

@@ -88,7 +88,7 @@ func (s *Server) prepare(
 	if e != nil {
 		return j, faultPlan{}, e
 	}
-	plan, e := s.planFaults(id, c.GetHeader("X-Testbed-Fault"), j.outTokens)
+	plan, e := s.planFaults(faultKey(id, c.GetHeader(AttemptHeader)), c.GetHeader("X-Testbed-Fault"), j.outTokens)
 	if e != nil {
 		return j, plan, e
 	}

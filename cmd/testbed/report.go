@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -51,11 +50,16 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if fs.NArg() > 1 {
 			fmt.Fprintf(stdout, "%s\n", dir)
 		}
-		if err := printTable(dir, stdout); err != nil {
-			return err
-		}
 		r, err := report.Load(dir, analysis.Options{})
 		if err != nil {
+			return err
+		}
+		// What was damaged or missing is said before the figures, which
+		// come from the records alone.
+		for _, n := range r.Notes {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", dir, n)
+		}
+		if err := harness.WriteTable(stdout, r.Summary); err != nil {
 			return err
 		}
 		if err := analysis.Write(dir, r.Analysis); err != nil {
@@ -86,21 +90,4 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "charts: %d SVG files in %s\n", len(paths), *charts)
 	}
 	return nil
-}
-
-// printTable prints the summary table rebuilt from dir's records.
-func printTable(dir string, stdout io.Writer) error {
-	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
-	if err != nil {
-		return err
-	}
-	var opts []harness.SummaryOption
-	if b, err := os.ReadFile(filepath.Join(dir, results.RunFile)); err == nil {
-		var info results.RunInfo[harness.Plan]
-		if err := json.Unmarshal(b, &info); err != nil {
-			return fmt.Errorf("%s: %w", results.RunFile, err)
-		}
-		opts = append(opts, harness.WithSLO(info.Plan.SLO))
-	}
-	return harness.WriteTable(stdout, harness.Summarize(recs, opts...))
 }

@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/report"
 	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -125,5 +131,145 @@ func TestReportServerView(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(res, results.ReportMarkdown))
 	if strings.Contains(string(md), "No server-side view") {
 		t.Error("limitations say no server-side view although the run sampled one")
+	}
+}
+
+// TestReportDamaged damages one results directory in each way a killed
+// run, a full disk or a stray edit can, and checks that `testbed report`
+// still writes a report from the records that survive, says what was
+// damaged, and never shows a figure no record supports.
+func TestReportDamaged(t *testing.T) {
+	t.Parallel()
+	srv := fixedMockServer(t, 2*time.Millisecond, time.Millisecond)
+	in, _ := harness.ParseDist("fixed:8")
+	outTok, _ := harness.ParseDist("fixed:4")
+	p := harness.Plan{Name: "damaged", Seed: 1, IgnoreEOS: true,
+		Targets: []harness.Target{{Name: "mock", URL: srv.URL, Model: "m"}},
+		Dataset: harness.Dataset{InputTokens: in, OutputTokens: outTok},
+		Load:    harness.Load{Concurrency: []int{1}, Requests: 4}}
+	orig := filepath.Join(t.TempDir(), "run")
+	if _, err := harness.Run(context.Background(), p, orig); err != nil {
+		t.Fatal(err)
+	}
+	appendTo := func(name, s string) func(string) error {
+		return func(dir string) error {
+			f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteString(s)
+			return err
+		}
+	}
+	replace := func(name, s string) func(string) error {
+		return func(dir string) error { return os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644) }
+	}
+	tests := []struct {
+		name   string
+		damage func(dir string) error
+		note   string // what the warning must say
+		ok     string // the table's OK cell for the step ("4" keeps every record)
+	}{
+		// A killed run: the last line is cut in the middle.
+		{"torn last line", appendTo(results.RecordsFile, `{"id":"x","step":`), "incomplete", "4"},
+		// Only a torn line: no record, still a report that says so.
+		{"only a torn line", replace(results.RecordsFile, `{"id":"x","st`), "incomplete", ""},
+		// No record at all beside an old summary.json: its figures are not shown.
+		{"empty records", replace(results.RecordsFile, ""), "no record", ""},
+		// A corrupt summary.json: figures rebuilt from the records.
+		{"corrupt summary", replace(results.SummaryFile, `{"steps":[{`), "summary.json is damaged", "4"},
+		// A corrupt run.json: plan and environment unknown, figures still there.
+		{"corrupt run.json", replace(results.RunFile, "\x00garbage"), "run.json is damaged", "4"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "run")
+			if err := os.CopyFS(dir, os.DirFS(orig)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), []string{"report", dir}, &stdout, &stderr); err != nil {
+				t.Fatalf("report: %v\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.note) {
+				t.Errorf("stderr does not say %q:\n%s", tc.note, stderr.String())
+			}
+			md, err := os.ReadFile(filepath.Join(dir, results.ReportMarkdown))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(md), tc.note) {
+				t.Errorf("report.md does not say %q", tc.note)
+			}
+			r, err := report.Load(dir, analysis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.Summary.Steps {
+				if tc.ok == "" && (s.OK != 0 || s.TTFT.Count != 0 || s.RequestsPerS != 0) {
+					t.Errorf("step %d shows figures without records: ok %d, ttft n %d, %v req/s", s.Step, s.OK, s.TTFT.Count, s.RequestsPerS)
+				}
+				if tc.ok != "" && fmt.Sprint(s.OK) != tc.ok {
+					t.Errorf("step %d: ok %d, want %s", s.Step, s.OK, tc.ok)
+				}
+			}
+		})
+	}
+}
+
+// TestRedactedPlan: credentials in a plan's headers and URL never reach
+// run.json, report.md, report.html or the terminal; the server still gets them.
+func TestRedactedPlan(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-SECRET-4242"
+	var got atomic.Value
+	m := fixedMockServer(t, time.Millisecond, time.Millisecond)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			got.Store(r.Header.Get("Authorization") + "|" + r.Header.Get("Api-Key"))
+		}
+		u, _ := url.Parse(m.URL)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	yaml := "seed: 2\ntargets: [{name: mock, url: " + strings.Replace(srv.URL, "http://", "http://u:"+secret+"@", 1) +
+		", model: m, headers: {Authorization: Bearer " + secret + ", api-key: " + secret +
+		", X-Session-Token: " + secret + ", X-Team: blue}}]\n" +
+		"dataset: {input_tokens: fixed:8, output_tokens: fixed:4}\nload: {concurrency: [1], requests: 2}\n"
+	if err := os.WriteFile(plan, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(dir, "res")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"run", plan, "-o", res}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if err := run(context.Background(), []string{"report", res}, &stdout, &stderr); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	if v, _ := got.Load().(string); v != "Bearer "+secret+"|"+secret {
+		t.Errorf("the server got %q: the credentials must still be sent", v)
+	}
+	for _, f := range []string{results.RunFile, results.ReportMarkdown, results.ReportHTML} {
+		b, err := os.ReadFile(filepath.Join(res, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) {
+			t.Errorf("%s holds the secret", f)
+		}
+		if f == results.RunFile && (!strings.Contains(string(b), harness.Redacted) || !strings.Contains(string(b), "blue")) {
+			t.Errorf("%s: credentials not marked redacted, or a plain header lost", f)
+		}
+	}
+	if strings.Contains(stdout.String()+stderr.String(), secret) {
+		t.Error("the terminal shows the secret")
 	}
 }

@@ -46,7 +46,7 @@ func (m *model) environment(d *document) {
 			[]string{"memory", fmt.Sprintf("%.1f GiB", float64(h.MemoryBytes)/(1<<30))},
 			[]string{"Go", fmt.Sprintf("%s, GOMAXPROCS %d", h.GoVersion, h.GOMAXPROCS)},
 		)
-		for _, t := range i.Plan.Targets {
+		for _, t := range i.Plan.Redacted().Targets {
 			rows = append(
 				rows,
 				[]string{"target " + t.Name, fmt.Sprintf("%s, api %s, model %s", t.URL, t.API, t.Model)},
@@ -56,7 +56,7 @@ func (m *model) environment(d *document) {
 			rows = append(rows, []string{"host facts not read", strings.Join(h.Errors, "; ")})
 		}
 		d.add(table{header: []string{"", ""}, rows: rows})
-		plan, err := yaml.Marshal(i.Plan)
+		plan, err := yaml.Marshal(i.Plan.Redacted()) // run.json from older versions kept credentials
 		if err != nil {
 			d.p("The plan could not be written back as YAML: %v.", err)
 			continue

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
@@ -45,14 +46,17 @@ func (r *Run) Name() string {
 func Load(dir string, opts analysis.Options) (*Run, error) {
 	r := &Run{Dir: dir}
 	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
-	if err != nil {
-		if len(recs) == 0 {
-			return nil, fmt.Errorf("report: %w", err)
-		}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("report: %w", err)
+	case err != nil:
+		// A torn or damaged line loses what follows it, never what precedes.
 		r.Notes = append(
 			r.Notes,
 			fmt.Sprintf("%s: %v; the %d records before it are used", results.RecordsFile, err, len(recs)),
 		)
+	case len(recs) == 0:
+		r.Notes = append(r.Notes, results.RecordsFile+" holds no record: no figure can be shown")
 	}
 	r.Records = recs
 	switch b, err := os.ReadFile(filepath.Join(dir, results.RunFile)); {
@@ -62,7 +66,8 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		return nil, fmt.Errorf("report: %w", err)
 	default:
 		if err := json.Unmarshal(b, &r.Info); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, results.RunFile), err)
+			r.Info = results.RunInfo[harness.Plan]{}
+			r.Notes = append(r.Notes, fmt.Sprintf("%s is damaged (%v): plan, SLOs and environment unknown", results.RunFile, err))
 		}
 	}
 	r.Summary = harness.Summarize(recs, harness.WithSLO(r.Info.Plan.SLO))
@@ -75,7 +80,10 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		return nil, fmt.Errorf("report: %w", err)
 	default:
 		if err := json.Unmarshal(b, &saved); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", filepath.Join(dir, results.SummaryFile), err)
+			saved = results.Summary{}
+			r.Notes = append(r.Notes, fmt.Sprintf(
+				"%s is damaged (%v): figures rebuilt from the records, client-bound verdicts from %s only",
+				results.SummaryFile, err, results.ClientFile))
 		}
 	}
 	bound := map[int]results.StepSummary{}
@@ -90,10 +98,16 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 			s.ClientBound, s.ClientBoundReason = v.ClientBound, v.ClientBoundReason
 		}
 	}
+	var bare []string
 	for _, s := range saved.Steps {
-		if !rebuilt[s.Step] { // a step without a single record still belongs in the report
-			r.Summary.Steps = append(r.Summary.Steps, s)
+		if !rebuilt[s.Step] { // a step without a single record still belongs in the report, without figures
+			r.Summary.Steps = append(r.Summary.Steps, withoutFigures(s))
+			bare = append(bare, fmt.Sprint(s.Step))
 		}
+	}
+	if len(bare) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s lists step(s) %s without a record in %s: their figures are not shown",
+			results.SummaryFile, strings.Join(bare, ", "), results.RecordsFile))
 	}
 	sort.SliceStable(r.Summary.Steps, func(i, j int) bool { return r.Summary.Steps[i].Step < r.Summary.Steps[j].Step })
 	if err := r.clientVerdicts(); err != nil {
@@ -107,6 +121,16 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	}
 	r.Analysis = analysis.Analyze(r.Summary.Steps, r.Records, opts)
 	return r, nil
+}
+
+// withoutFigures keeps what identifies a step and drops every figure: no
+// record supports them, so they are not shown.
+func withoutFigures(s results.StepSummary) results.StepSummary {
+	return results.StepSummary{
+		Step: s.Step, Target: s.Target, Scenario: s.Scenario, Concurrency: s.Concurrency, Rate: s.Rate,
+		API: s.API, Stream: s.Stream, ClientBound: s.ClientBound, ClientBoundReason: s.ClientBoundReason,
+		Errors: map[results.ErrorClass]int{},
+	}
 }
 
 // clientVerdicts restores client-bound flags from the self-monitor's file,

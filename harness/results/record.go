@@ -9,16 +9,20 @@ type ErrorClass string
 // The error classes.
 const (
 	ErrRateLimited ErrorClass = "rate_limited" // HTTP 429; Record.RetryAfterMS keeps the server's Retry-After
-	ErrTimeout                = "timeout"      // a configured timeout fired (connect, idle or whole request)
-	ErrServer                 = "server_error" // HTTP 5xx, or an error event inside the stream
-	ErrStreamCut              = "stream_cut"   // connection reset or stream ended before its finish marker
-	ErrClient                 = "client_error" // HTTP 4xx other than 429
-	ErrOther                  = "other"        // anything else, e.g. connection refused
-	ErrCancelled              = "cancelled"    // the run was interrupted before the request finished
+	ErrTimeout     ErrorClass = "timeout"      // a configured timeout fired (connect, idle or whole request)
+	ErrServer      ErrorClass = "server_error" // HTTP 5xx, an error event in the stream, or a 2xx whose body is an error
+	ErrStreamCut   ErrorClass = "stream_cut"   // connection reset or stream ended before its finish marker
+	ErrNoTokens    ErrorClass = "no_tokens"    // the response finished without a single generated token
+	ErrBadResponse ErrorClass = "bad_response" // a 2xx that is not the API's format: HTML, invalid JSON, no events
+	ErrClient      ErrorClass = "client_error" // HTTP 4xx other than 429
+	ErrOther       ErrorClass = "other"        // anything else, e.g. connection refused
+	ErrCancelled   ErrorClass = "cancelled"    // the run was interrupted before the request finished
 )
 
 // ErrorClasses lists the classes in the order reports show them.
-var ErrorClasses = []ErrorClass{ErrRateLimited, ErrTimeout, ErrServer, ErrStreamCut, ErrClient, ErrOther, ErrCancelled}
+var ErrorClasses = []ErrorClass{
+	ErrRateLimited, ErrTimeout, ErrServer, ErrStreamCut, ErrNoTokens, ErrBadResponse, ErrClient, ErrOther, ErrCancelled,
+}
 
 // Record is one request, one line of requests.jsonl. Times are nanoseconds
 // on the harness's monotonic clock since the run's start; 0 means the event
@@ -71,8 +75,17 @@ type Record struct {
 	Error        string     `json:"error,omitempty"` // error message or the server's error body, truncated
 	RetryAfterMS int64      `json:"retry_after_ms,omitempty"`
 	Attempts     int        `json:"attempts,omitempty"` // sends, when retried (>1)
-	FinishReason string     `json:"finish_reason,omitempty"`
+	// RetryWaitNS is the time from the first attempt's send to the last's:
+	// the rejected attempts and the Retry-After waits between them. It is
+	// the server's doing, so it is kept apart from the client's own
+	// schedule lag (ScheduleLagNS); SentNS is the last attempt's send.
+	RetryWaitNS  int64  `json:"retry_wait_ns,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
 }
+
+// ScheduleLagNS is how late the client sent the request's first attempt
+// against its schedule: the client's own delay, excluding retry waits.
+func (r *Record) ScheduleLagNS() int64 { return r.SentNS - r.IntendedNS - r.RetryWaitNS }
 
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.ErrorClass == "" }
