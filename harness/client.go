@@ -346,7 +346,8 @@ func isEventStream(ct string) bool {
 // an event stream: an error body is the server's error, anything else
 // (an HTML page from a proxy, one JSON body because the server ignored
 // stream: true) is a bad response, never a cut stream.
-func (c *client) readNotStream(ctx, reqCtx context.Context, body io.Reader, ct string, rec *results.Record, tt *traceTimes) {
+func (c *client) readNotStream(ctx, reqCtx context.Context, body io.Reader, ct string, rec *results.Record,
+	tt *traceTimes) {
 	b, err := io.ReadAll(io.LimitReader(body, 64<<10))
 	tt.fill(rec)
 	rec.DoneNS = c.since()

@@ -39,6 +39,10 @@ func ParseDist(s string) (Dist, error) {
 
 // Set parses s into d; it implements flag.Value.
 func (d *Dist) Set(s string) error {
+	// A bare number is a fixed length, as every peer tool takes it.
+	if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+		s = "fixed:" + strings.TrimSpace(s)
+	}
 	kind, args, _ := strings.Cut(strings.TrimSpace(s), ":")
 	kind = strings.ToLower(strings.TrimSpace(kind))
 	nums := func(want int) ([]float64, error) {

@@ -23,6 +23,8 @@ func TestDist(t *testing.T) {
 	}{
 		// fixed is exact.
 		{"fixed:128", 128, 0, 128, 128},
+		// A bare number is fixed.
+		{"64", 64, 0, 64, 64},
 		// uniform integers, inclusive bounds.
 		{"uniform:64,256", 160, 3, 64, 256},
 		// normal around its mean; clamped at 1.
@@ -39,7 +41,8 @@ func TestDist(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.String() != tc.spec {
+			want := strings.Replace("fixed:"+tc.spec, "fixed:fixed:", "fixed:", 1) // a bare number is written fixed:N
+			if d.String() != tc.spec && d.String() != want {
 				t.Errorf("String() = %q, want %q", d.String(), tc.spec)
 			}
 			r := rand.New(rand.NewPCG(1, 2))
@@ -69,6 +72,7 @@ func TestDistErrors(t *testing.T) {
 		{"lognormal:100", "takes 2 number(s)"},      // missing sd
 		{"empirical:/no/such/file", "no such file"}, // missing file
 		{"fixed", "takes 1 number(s)"},              // no value
+		{"0", "at least 1"},                         // a bare number is fixed, and positive
 	}
 	for _, tc := range tests {
 		t.Run(tc.spec, func(t *testing.T) {

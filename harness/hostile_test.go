@@ -126,7 +126,8 @@ func TestHostileServers(t *testing.T) {
 		{name: "429 then ok", handler: tooManyThenOK(&first), stream: true, retries: 2, check: retriedOnce},
 		// The real mock: a forced 429 stays a 429 whatever the retries.
 		{name: "mock forced 429", header: map[string]string{"X-Testbed-Fault": "rate_limit"},
-			faults: mockllm.FaultConfig{RetryAfter: 20 * time.Millisecond}, stream: true, retries: 1, want: results.ErrRateLimited},
+			faults: mockllm.FaultConfig{RetryAfter: 20 * time.Millisecond}, stream: true, retries: 1,
+			want: results.ErrRateLimited},
 		// The real mock drawing 429s at random: each retry draws afresh, so
 		// with 6 retries at 30 % every request ends well (0.3^7 ≈ 2e-4).
 		{name: "mock random 429s", faults: mockllm.FaultConfig{RateLimitRate: 0.3, RetryAfter: 20 * time.Millisecond},
@@ -173,7 +174,8 @@ func TestHostileServers(t *testing.T) {
 			}
 			st := res.Summary.Steps[0]
 			if tc.want != "" && (st.OK != 0 || st.Errors[tc.want] != 6 || st.GoodputRequestsPerS != 0) {
-				t.Errorf("summary: ok %d, errors %v, goodput %v; want every request failed", st.OK, st.Errors, st.GoodputRequestsPerS)
+				t.Errorf("summary: ok %d, errors %v, goodput %v; want every request failed",
+					st.OK, st.Errors, st.GoodputRequestsPerS)
 			}
 			if tc.want == "" && st.OK != 6 {
 				t.Errorf("summary: ok %d of 6", st.OK)

@@ -18,6 +18,7 @@ type runOptions struct {
 	warnings  io.Writer
 	clientMon *clientmon.Monitor // WithClientMonitor; nil: Run starts its own
 	noMonitor bool               // WithoutClientMonitor
+	stop      <-chan struct{}    // WithStop
 }
 
 // WithVersion records the tool's version in run.json.
@@ -54,6 +55,11 @@ func WithClientMonitor(m *clientmon.Monitor) RunOption {
 // client.jsonl and no client-bound verdicts. For tests that judge steps
 // themselves; a measurement should keep the monitor.
 func WithoutClientMonitor() RunOption { return func(o *runOptions) { o.noMonitor = true } }
+
+// WithStop ends the grace period of an interrupted run at once when stop
+// is closed (a second Ctrl-C): in-flight requests are cancelled, recorded
+// as cancelled, and every file is written as after the grace period.
+func WithStop(stop <-chan struct{}) RunOption { return func(o *runOptions) { o.stop = stop } }
 
 // Progress is a snapshot of a running run.
 type Progress struct {

@@ -233,6 +233,8 @@ func (r *runner) runSteps(ctx context.Context, o *runOptions) {
 			select {
 			case <-t.C:
 				hardCancel()
+			case <-o.stop: // nil without WithStop: never ready
+				hardCancel()
 			case <-finished:
 			}
 		case <-finished:

@@ -73,8 +73,11 @@ func WithSeed(seed int64) Option {
 	return func(c *config) { c.seed = seed }
 }
 
-// WithAPIKey requires "Authorization: Bearer KEY" on the model endpoints
-// (/v1/*, /generate, /generate_stream); others stay open. Empty disables it.
+// WithAPIKey requires "Authorization: Bearer KEY" on every endpoint but
+// /health and /metrics, which stay open as on vLLM so that monitoring
+// needs no key: the model endpoints (/v1/*, /generate, /generate_stream),
+// /info and the ground truth (/testbed/requests). The key is compared in
+// constant time. Empty disables it.
 func WithAPIKey(key string) Option {
 	return func(c *config) { c.apiKey = key }
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/llm-testbed/testbed/internal/tokens"
@@ -65,6 +66,21 @@ type chatRequest struct {
 	N                   *int            `json:"n"`
 	Seed                *int64          `json:"seed"`
 	Stop                json.RawMessage `json:"stop"`
+	sampling
+}
+
+// sampling holds the sampling parameters the mock ignores but types, so a
+// request vLLM would reject for a wrongly-typed field (temperature: "x")
+// is rejected here too.
+type sampling struct {
+	Temperature       *float64 `json:"temperature"`
+	TopP              *float64 `json:"top_p"`
+	TopK              *int     `json:"top_k"`
+	MinP              *float64 `json:"min_p"`
+	PresencePenalty   *float64 `json:"presence_penalty"`
+	FrequencyPenalty  *float64 `json:"frequency_penalty"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	User              *string  `json:"user"`
 }
 
 type chatMessage struct {
@@ -93,15 +109,21 @@ type completionRequest struct {
 	N             *int            `json:"n"`
 	Seed          *int64          `json:"seed"`
 	Stop          json.RawMessage `json:"stop"`
+	sampling
 }
 
 // tgiRequest is TGI's /generate and /generate_stream body.
 type tgiRequest struct {
 	Inputs     *string `json:"inputs"`
 	Parameters struct {
-		MaxNewTokens *int   `json:"max_new_tokens"`
-		Details      bool   `json:"details"`
-		Seed         *int64 `json:"seed"`
+		MaxNewTokens      *int     `json:"max_new_tokens"`
+		Details           bool     `json:"details"`
+		Seed              *int64   `json:"seed"`
+		Temperature       *float64 `json:"temperature"`
+		TopP              *float64 `json:"top_p"`
+		TopK              *int     `json:"top_k"`
+		RepetitionPenalty *float64 `json:"repetition_penalty"`
+		DoSample          *bool    `json:"do_sample"`
 	} `json:"parameters"`
 }
 
@@ -225,13 +247,58 @@ func unmarshal(body []byte, v any) *apiError {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
+		field := strings.TrimPrefix(te.Field, "sampling.") // the embedded struct is not in the JSON
 		if field == "" {
 			field = "body"
 		}
-		return badRequest(field, fmt.Sprintf("%s: expected %s, got JSON %s", field, te.Type, te.Value))
+		return badRequest(field, fmt.Sprintf("%s: Input should be %s, got JSON %s", field, jsonKind(te.Type), te.Value))
 	}
 	return badRequest("", fmt.Sprintf("malformed JSON body: %v", err))
+}
+
+// jsonProblem describes a decoding error without Go's type names.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		where := te.Field
+		if where == "" {
+			where = "value"
+		}
+		return fmt.Sprintf("%s: Input should be %s, got JSON %s", where, jsonKind(te.Type), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	}
+	return "malformed JSON"
+}
+
+// jsonKind names what a Go type accepts in JSON's words, so no Go type
+// name reaches a client.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a valid value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a valid boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a valid integer"
+	case reflect.Float32, reflect.Float64:
+		return "a valid number"
+	case reflect.String:
+		return "a valid string"
+	case reflect.Slice, reflect.Array:
+		return "a valid list"
+	case reflect.Struct, reflect.Map:
+		return "a valid object"
+	default:
+		return "a valid value"
+	}
 }
 
 func checkModel(model string, lim limitsForDecode) *apiError {
@@ -346,7 +413,7 @@ func countContent(raw json.RawMessage, h *fingerprint, i int) (int, *apiError) {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, badRequest("messages", fmt.Sprintf("messages[%d].content: %v", i, err))
+			return 0, badRequest("messages", fmt.Sprintf("messages[%d].content: %s", i, jsonProblem(err)))
 		}
 		h.add(s)
 		return tokens.Count(s), nil
@@ -354,7 +421,7 @@ func countContent(raw json.RawMessage, h *fingerprint, i int) (int, *apiError) {
 		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return 0, badRequest("messages", fmt.Sprintf(
-				"messages[%d].content: expected a string or an array of parts: %v", i, err))
+				"messages[%d].content: expected a string or an array of parts: %s", i, jsonProblem(err)))
 		}
 		n := 0
 		for _, p := range parts {
@@ -379,7 +446,7 @@ func countPrompt(raw json.RawMessage, h *fingerprint) (int, *apiError) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, badRequest("prompt", fmt.Sprintf("prompt: %v", err))
+			return 0, badRequest("prompt", fmt.Sprintf("prompt: %s", jsonProblem(err)))
 		}
 		h.add(s)
 		return tokens.Count(s), nil

@@ -3,6 +3,7 @@ package mockllm
 import (
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,7 +144,20 @@ func validateConfig(c *config) error {
 }
 
 // ServeHTTP serves the mock's API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+//
+// A trailing slash is ignored (POST /v1/chat/completions/ is
+// /v1/chat/completions): a redirect would make clients resend the body,
+// and many drop it on a 307.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		r.URL.Path = strings.TrimRight(p, "/")
+		if r.URL.Path == "" {
+			r.URL.Path = "/"
+		}
+		r.URL.RawPath = ""
+	}
+	s.router.ServeHTTP(w, r)
+}
 
 // Truth returns the ground truth of request id (its x-request-id), once the
 // request has finished or written its last token.
@@ -223,6 +237,7 @@ func (s *Server) release() {
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false // ServeHTTP trims it instead
 	r.Use(s.requestID, recovery)
 	r.POST("/v1/chat/completions", s.generate(apiChat, false))
 	r.POST("/v1/completions", s.generate(apiCompletions, false))
@@ -230,17 +245,21 @@ func (s *Server) routes() *gin.Engine {
 	r.POST("/generate_stream", s.generate(apiTGI, true))
 	r.GET("/v1/models", s.authorized(s.models))
 	r.GET("/health", s.health)
-	r.GET("/info", s.info)
+	// With an API key, only /health and /metrics stay open, as on vLLM
+	// (whose key guards the /v1 routes alone): a monitoring system
+	// scrapes without the key. /info and the ground truth need it.
+	r.GET("/info", s.authorized(s.info))
 	metrics := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 	r.GET("/metrics", gin.WrapH(metrics))
-	r.GET("/testbed/requests", s.listTruth)
-	r.GET("/testbed/requests/:id", s.getTruth)
+	r.GET("/testbed/requests", s.authorized(s.listTruth))
+	r.GET("/testbed/requests/:id", s.authorized(s.getTruth))
 	r.NoRoute(func(c *gin.Context) {
-		writeAPIError(c.Writer, apiChat, notFound(fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
+		e := notFound(fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path))
+		writeAPIError(c.Writer, pathAPI(c.Request.URL.Path), e)
 	})
 	r.NoMethod(func(c *gin.Context) {
-		writeAPIError(c.Writer, apiChat, &apiError{status: http.StatusMethodNotAllowed, typ: "MethodNotAllowedError",
-			code:    http.StatusMethodNotAllowed,
+		writeAPIError(c.Writer, pathAPI(c.Request.URL.Path), &apiError{status: http.StatusMethodNotAllowed,
+			typ: "MethodNotAllowedError", code: http.StatusMethodNotAllowed, tgiType: "method_not_allowed",
 			message: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)})
 	})
 	return r
@@ -285,13 +304,24 @@ func recovery(c *gin.Context) {
 	c.Next()
 }
 
-// checkAuth enforces the API key, if any.
+// pathAPI is the API whose error shape a path's errors take: TGI's for
+// TGI's routes, OpenAI's for the rest.
+func pathAPI(path string) string {
+	if strings.HasPrefix(path, "/generate") || path == "/info" {
+		return apiTGI
+	}
+	return apiChat
+}
+
+// checkAuth enforces the API key, if any, in constant time so the
+// comparison does not leak how much of a guess was right.
 func (s *Server) checkAuth(c *gin.Context) *apiError {
 	if s.cfg.apiKey == "" {
 		return nil
 	}
 	auth := c.GetHeader("Authorization")
-	if key, ok := strings.CutPrefix(auth, "Bearer "); ok && key == s.cfg.apiKey {
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.apiKey)) == 1 {
 		return nil
 	}
 	return &apiError{status: http.StatusUnauthorized, typ: "AuthenticationError", code: http.StatusUnauthorized,
@@ -301,7 +331,7 @@ func (s *Server) checkAuth(c *gin.Context) *apiError {
 func (s *Server) authorized(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if e := s.checkAuth(c); e != nil {
-			writeAPIError(c.Writer, apiChat, e)
+			writeAPIError(c.Writer, pathAPI(c.Request.URL.Path), e)
 			return
 		}
 		h(c)

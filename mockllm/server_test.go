@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,9 @@ func do(t testing.TB, ts *httptest.Server, method, path, body string, hdr ...str
 	}
 	return resp, b
 }
+
+// goType matches what Go's JSON errors say and a client should never see.
+var goType = regexp.MustCompile(`float64|int64|int32|Go value|Go struct|mockllm\.|json\.|RawMessage`)
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
@@ -107,6 +111,13 @@ func TestBadInput(t *testing.T) {
 		{"unknown fault", "/v1/completions", `{"prompt":"a"}`,
 			append([]string{"X-Testbed-Fault", "meteor"}, auth...), 400, "X-Testbed-Fault", "unknown fault"},
 		{"unknown route", "/v1/embeddings", `{}`, auth, 404, "", "no route"},
+		// Sampling parameters the mock ignores are still typed, as on vLLM.
+		{"temperature not a number", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"a"}],"temperature":"x"}`, auth, 400, "temperature", "valid number"},
+		{"top_k not an integer", "/v1/completions", `{"prompt":"a","top_k":1.5}`, auth, 400, "top_k", "valid integer"},
+		{"user not a string", "/v1/completions", `{"prompt":"a","user":5}`, auth, 400, "user", "valid string"},
+		{"stream not a boolean", "/v1/completions", `{"prompt":"a","stream":"yes"}`, auth, 400, "stream", "valid boolean"},
+		{"prompt string escapes", "/v1/completions", `{"prompt":"\x"}`, auth, 400, "", "malformed JSON"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +135,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if !strings.Contains(e.Error.Message, tc.msg) {
 				t.Errorf("message %q does not contain %q", e.Error.Message, tc.msg)
+			}
+			if goType.MatchString(e.Error.Message) {
+				t.Errorf("message %q names a Go type", e.Error.Message)
 			}
 			var param string
 			if e.Error.Param != nil {

@@ -71,6 +71,8 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	fs.Var(durationFlag{&p.Timeouts.Request}, "timeout", "whole-request timeout (default 10m)")
 	netemArg := fs.String("netem", "", "emulated link in front of the target: a profile ("+
 		strings.Join(netem.ProfileNames(), ", ")+") or a YAML file of figures (docs/netem.md)")
+	fs.Var(durationFlag{&p.Timeouts.Grace}, "grace",
+		"after Ctrl-C, how long in-flight requests may finish (default 10s); a second Ctrl-C ends it at once")
 	out := fs.String("o", "", "results directory (default results/bench-<time>)")
 	var sf scenarioFlags // scenario_flags.go
 	sf.register(fs)

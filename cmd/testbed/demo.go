@@ -57,7 +57,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	srv := serverTimeouts{readHeader: 10 * time.Second, read: time.Minute, idle: 2 * time.Minute}.server(m)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()

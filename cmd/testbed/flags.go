@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -125,5 +126,36 @@ func (f *samplingFlags) apply(p *harness.Plan) {
 	}
 	if f.nvml {
 		p.GPU = &harness.GPUSampling{NVML: true, Interval: harness.Duration(f.interval)}
+	}
+}
+
+// serverTimeouts are the timeouts of a server people leave running (the
+// mock, gpu-agent): without them, idle keep-alive connections and clients
+// sending a byte a second are held for ever.
+type serverTimeouts struct {
+	readHeader, read, idle time.Duration
+}
+
+// register adds --http-read-header-timeout, --http-read-timeout and
+// --http-idle-timeout. Streaming responses are not bounded: a stream's
+// length is the model's, not the client's doing.
+func (t *serverTimeouts) register(fs *flag.FlagSet) {
+	fs.DurationVar(&t.readHeader, "http-read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
+	fs.DurationVar(&t.read, "http-read-timeout", time.Minute, "time allowed to read a whole request, body included")
+	fs.DurationVar(&t.idle, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
+}
+
+// server is an http.Server with these timeouts, serving HTTP/1.1 and
+// HTTP/2 without TLS (h2c, prior knowledge), as `bench --http 2` speaks.
+func (t serverTimeouts) server(h http.Handler) *http.Server {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		IdleTimeout:       t.idle,
+		Protocols:         &protos,
 	}
 }

@@ -27,6 +27,8 @@ func runGPUAgent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:9401", "listen address (0.0.0.0:9401 to be scraped from another host)")
 	timeout := fs.Duration("timeout", 2*time.Second, "limit on one NVML reading")
+	var st serverTimeouts
+	st.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed gpu-agent [--addr 127.0.0.1:9401]")
 		fmt.Fprintln(
@@ -54,7 +56,7 @@ func runGPUAgent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("gpu-agent: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := st.server(mux)
 	fmt.Fprintf(stdout, "gpu-agent: %d GPU(s), metrics on http://%s/metrics\n", n.Devices(), ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -53,18 +53,82 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+// Exit statuses; docs/failure.md explains them.
+const (
+	exitError       = 1   // the command failed (bad plan, unreachable target, I/O)
+	exitUsage       = 2   // bad flags or arguments
+	exitNoSuccess   = 3   // the run finished, but not one request succeeded
+	exitInterrupted = 130 // the run was interrupted (Ctrl-C, SIGTERM); results are written
+)
+
+// statusError is an error with its own exit status.
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// exitCode is the process's exit status for err.
+func exitCode(err error) int {
+	var se *statusError
 	switch {
 	case err == nil:
+		return 0
 	case errors.Is(err, errUsage):
-		os.Exit(2)
+		return exitUsage
+	case errors.As(err, &se):
+		return se.code
 	default:
-		fmt.Fprintln(os.Stderr, "testbed:", err)
-		os.Exit(1)
+		return exitError
 	}
+}
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = withStop(ctx, interrupts(cancel, os.Stderr))
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	code := exitCode(err)
+	if err != nil && code != exitUsage {
+		fmt.Fprintln(os.Stderr, "testbed:", err)
+	}
+	os.Exit(code)
+}
+
+// interrupts handles Ctrl-C and SIGTERM: the first cancels ctx (a run
+// stops scheduling and lets in-flight requests finish within its grace
+// period), the second closes the returned channel (a run cancels them at
+// once and writes its files), the third exits on the spot.
+func interrupts(cancel context.CancelFunc, stderr io.Writer) <-chan struct{} {
+	sig := make(chan os.Signal, 3)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	stop := make(chan struct{})
+	go func() {
+		<-sig
+		fmt.Fprintln(stderr, "\ninterrupted: finishing in-flight requests; press Ctrl-C again to stop at once")
+		cancel()
+		<-sig
+		fmt.Fprintln(stderr, "\nstopping now: cancelling in-flight requests and writing the results")
+		close(stop)
+		<-sig
+		os.Exit(exitInterrupted)
+	}()
+	return stop
+}
+
+type stopKey struct{}
+
+// withStop attaches the second-interrupt channel to ctx for commands that run plans.
+func withStop(ctx context.Context, stop <-chan struct{}) context.Context {
+	return context.WithValue(ctx, stopKey{}, stop)
+}
+
+// stopOf is ctx's second-interrupt channel; nil (never ready) when none.
+func stopOf(ctx context.Context) <-chan struct{} {
+	stop, _ := ctx.Value(stopKey{}).(<-chan struct{})
+	return stop
 }
 
 // run dispatches args[0] to its subcommand. Tests call it directly.

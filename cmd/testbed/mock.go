@@ -36,7 +36,9 @@ type mockFlags struct {
 	answerMin, answerMax     int
 	maxBody                  int64
 
-	faults mockllm.FaultConfig
+	faults   mockllm.FaultConfig
+	timeouts serverTimeouts
+	keyEnv   string
 }
 
 func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -52,7 +54,10 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"cost profile: a preset ("+strings.Join(engine.PresetNames(), ", ")+") or a YAML file",
 	)
 	fs.Int64Var(&f.seed, "seed", 0, "seed of text, answer lengths, faults and jitter")
-	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer token on the model endpoints")
+	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer token on every endpoint but /health and /metrics")
+	fs.StringVar(&f.keyEnv, "api-key-env", "",
+		"read the API key from this environment variable (keeps it off the command line)")
+	f.timeouts.register(fs)
 	fs.DurationVar(
 		&f.grace,
 		"grace",
@@ -122,6 +127,14 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.keyEnv != "" {
+		if f.apiKey != "" {
+			return fmt.Errorf("mock: --api-key and --api-key-env are exclusive: %w", errUsage)
+		}
+		if f.apiKey = os.Getenv(f.keyEnv); f.apiKey == "" {
+			return fmt.Errorf("mock: --api-key-env %s: the variable is unset or empty", f.keyEnv)
+		}
+	}
 
 	prof, err := mockProfile(f, set)
 	if err != nil {
@@ -157,7 +170,7 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scheme,
 		ln.Addr(),
 	)
-	return serveMock(ctx, srv, ln, f.grace, stderr)
+	return serveMock(ctx, f.timeouts.server(srv), srv, ln, f.grace, stderr)
 }
 
 // mockProfile loads --profile and applies the explicitly given flags.
@@ -218,8 +231,8 @@ func isPreset(name string) bool {
 
 // serveMock serves until ctx ends, then stops accepting, lets in-flight
 // streams finish for grace, ends the rest with an error event and returns.
-func serveMock(ctx context.Context, srv *mockllm.Server, ln net.Listener, grace time.Duration, stderr io.Writer) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+func serveMock(ctx context.Context, hs *http.Server, srv *mockllm.Server, ln net.Listener, grace time.Duration,
+	stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

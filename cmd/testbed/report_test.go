@@ -212,7 +212,8 @@ func TestReportDamaged(t *testing.T) {
 			}
 			for _, s := range r.Summary.Steps {
 				if tc.ok == "" && (s.OK != 0 || s.TTFT.Count != 0 || s.RequestsPerS != 0) {
-					t.Errorf("step %d shows figures without records: ok %d, ttft n %d, %v req/s", s.Step, s.OK, s.TTFT.Count, s.RequestsPerS)
+					t.Errorf("step %d shows figures without records: ok %d, ttft n %d, %v req/s",
+						s.Step, s.OK, s.TTFT.Count, s.RequestsPerS)
 				}
 				if tc.ok != "" && fmt.Sprint(s.OK) != tc.ok {
 					t.Errorf("step %d: ok %d, want %s", s.Step, s.OK, tc.ok)

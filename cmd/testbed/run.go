@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 func init() {
@@ -94,6 +95,7 @@ func runPlan(
 		harness.WithVersion(version),
 		harness.WithProgress(prog.interval, prog.show),
 		harness.WithWarnings(stderr),
+		harness.WithStop(stopOf(ctx)),
 	}, opts...)
 	res, err := harness.Run(ctx, plan, dir, opts...)
 	prog.clear()
@@ -108,7 +110,45 @@ func runPlan(
 	if res.Interrupted {
 		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return runStatus(res)
+}
+
+// runStatus is the error, and exit status, of a run that completed its
+// files: interrupted, or without one successful request. A caller that
+// only needs the files can ignore it.
+func runStatus(res *harness.Outcome) error {
+	if res.Interrupted {
+		return &statusError{exitInterrupted, fmt.Errorf("run interrupted; results in %s", res.Dir)}
+	}
+	requests := 0
+	ok := 0
+	failed := map[string]int{}
+	for _, s := range res.Summary.Steps {
+		requests += s.Requests
+		ok += s.OK
+		for c, n := range s.Errors {
+			failed[string(c)] += n
+		}
+	}
+	if requests > 0 && ok == 0 {
+		return &statusError{exitNoSuccess, fmt.Errorf("not one of %d requests succeeded (%s); results in %s",
+			requests, classCounts(failed), res.Dir)}
+	}
+	return nil
+}
+
+// classCounts writes error counts as "class n, class n" in class order.
+func classCounts(m map[string]int) string {
+	var parts []string
+	for _, c := range results.ErrorClasses {
+		if n := m[string(c)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // lockedWriter serializes writes from several goroutines.

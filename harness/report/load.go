@@ -67,7 +67,8 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	default:
 		if err := json.Unmarshal(b, &r.Info); err != nil {
 			r.Info = results.RunInfo[harness.Plan]{}
-			r.Notes = append(r.Notes, fmt.Sprintf("%s is damaged (%v): plan, SLOs and environment unknown", results.RunFile, err))
+			r.Notes = append(r.Notes, fmt.Sprintf("%s is damaged (%v): plan, SLOs and environment unknown",
+				results.RunFile, err))
 		}
 	}
 	r.Summary = harness.Summarize(recs, harness.WithSLO(r.Info.Plan.SLO))
