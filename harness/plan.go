@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/netem"
-	"gopkg.in/yaml.v3"
 )
 
 // Plan is a whole run: who to load, with what requests, how hard. It is
@@ -158,22 +156,6 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // IsZero lets omitempty skip unset durations.
 func (d Duration) IsZero() bool { return d == 0 }
-
-// ParsePlan parses and validates a YAML plan and fills in defaults.
-// Unknown fields are errors, so a typo never silently changes a run.
-func ParsePlan(b []byte) (Plan, error) {
-	var p Plan
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil {
-		return Plan{}, fmt.Errorf("plan: %w", err)
-	}
-	p.SetDefaults()
-	if err := p.Validate(); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
-}
 
 // LoadPlan reads and parses a plan file.
 func LoadPlan(path string) (Plan, error) {
@@ -429,19 +411,31 @@ var targetRules = []targetRule{
 // naming its field, e.g. `plan: targets[1].url: "x" is not an http(s) URL`.
 func (p *Plan) Validate() error {
 	var errs []error
+	for _, pr := range p.problems() {
+		errs = append(errs, fmt.Errorf("plan: %s: %s", pr.field, pr.msg))
+	}
+	return errors.Join(errs...)
+}
+
+// problem is one broken rule: the field's path and what is wrong.
+type problem struct{ field, msg string }
+
+// problems checks every rule.
+func (p *Plan) problems() []problem {
+	var out []problem
 	for _, r := range planRules {
 		if msg := r.bad(p); msg != "" {
-			errs = append(errs, fmt.Errorf("plan: %s: %s", r.field, msg))
+			out = append(out, problem{r.field, msg})
 		}
 	}
 	for i := range p.Targets {
 		for _, r := range targetRules {
 			if msg := r.bad(&p.Targets[i]); msg != "" {
-				errs = append(errs, fmt.Errorf("plan: targets[%d].%s: %s", i, r.field, msg))
+				out = append(out, problem{fmt.Sprintf("targets[%d].%s", i, r.field), msg})
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // Step is one resolved step of a run: one target at one load level.

@@ -76,9 +76,13 @@ func TestParsePlanErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		// A misspelled key is an error, not silently ignored.
-		{"unknown field", base + "lod: {}\n", "field lod not found"},
+		{"unknown field", base + "lod: {}\n", "field lod is not a plan key"},
 		// No targets at all.
-		{"no targets", "load: {concurrency: [1], requests: 1}\n", "plan: targets: at least one target"},
+		{"no targets", "load: {concurrency: [1], requests: 1}\n", "plan: line 1: targets: at least one target"},
+		// An empty plan says so.
+		{"empty", "\n# nothing yet\n", "the file is empty"},
+		// A plan that is not a mapping.
+		{"list", "- a\n- b\n", "a plan is a mapping"},
 		// Bad URL names the target index and field.
 		{
 			"bad url",
@@ -179,6 +183,35 @@ func TestPlanReportsAllErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s:\n%v", field, err)
 		}
+	}
+}
+
+// TestPlanEveryProblemAtOnce: decoding problems (an unknown key, a bad
+// duration, a bad distribution) and rule violations are reported together,
+// each with its line, with no Go type name in sight.
+func TestPlanEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	plan := "targets:\n" + // line 1
+		"  - {name: a, url: 'x', model: m}\n" + // line 2: not a URL
+		"dataset: {input_tokens: 'uniform:5'}\n" + // line 3: bad distribution
+		"load: {concurrency: [0], requests: 1}\n" + // line 4: concurrency out of range
+		"timeouts: {request: 5}\n" + // line 5: a duration without a unit
+		"lod: {}\n" // line 6: not a plan key
+	_, err := ParsePlan([]byte(plan))
+	if err == nil {
+		t.Fatal("invalid plan accepted")
+	}
+	for _, want := range []string{"line 2: targets[0].url", "line 3: distribution", "line 4: load.concurrency",
+		"line 5: duration", "line 6: field lod is not a plan key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "harness.") {
+		t.Errorf("error names a Go type:\n%v", err)
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 5 {
+		t.Errorf("%d problems reported, want 5:\n%v", n, err)
 	}
 }
 

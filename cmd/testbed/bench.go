@@ -98,7 +98,6 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 		t.Network = &n
 	}
 	if t.URL == "" {
-		fs.Usage()
 		return p, "", fmt.Errorf("bench needs --url: %w", errUsage)
 	}
 	if p.Dataset.Prompts != "" {

@@ -51,7 +51,6 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
 		return fmt.Errorf("fit needs exactly one results directory: %w", errUsage)
 	}
 	dir := fs.Arg(0)

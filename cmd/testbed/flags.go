@@ -64,8 +64,10 @@ func (l *floatList) Set(v string) error {
 // durationFlag is a harness.Duration as a flag.
 type durationFlag struct{ d *harness.Duration }
 
+// String is empty for an unset duration, so help text shows only the
+// default its usage line states ("(default 10m)"), not a second "0s".
 func (f durationFlag) String() string {
-	if f.d == nil {
+	if f.d == nil || *f.d == 0 {
 		return ""
 	}
 	return f.d.D().String()
@@ -75,8 +77,13 @@ func (f durationFlag) Set(v string) error { return f.d.UnmarshalText([]byte(v)) 
 // rateFlag parses a tc-style rate ("10mbit") into bytes per second.
 type rateFlag struct{ v *float64 }
 
+// String is "0" for unlimited and empty when unset (negative: "use
+// --bandwidth"), which help text then does not print as a default.
 func (f rateFlag) String() string {
-	if f.v == nil || *f.v == 0 {
+	if f.v == nil || *f.v < 0 {
+		return ""
+	}
+	if *f.v == 0 {
 		return "0"
 	}
 	return fmt.Sprintf("%gbit", *f.v*8)

@@ -41,7 +41,6 @@ func runGPUAgent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if fs.NArg() != 0 || *timeout <= 0 {
-		fs.Usage()
 		return fmt.Errorf("gpu-agent: unexpected arguments or non-positive --timeout: %w", errUsage)
 	}
 	n, err := gpu.OpenNVML()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -43,15 +44,36 @@ var errHelp = errors.New("help shown")
 // parseFlags parses args into fs, which prints its own usage and errors:
 // -h ends the command successfully (errHelp), any other error is a usage
 // error.
+//
+// The flag package's own output (the error, then the whole usage text) is
+// silenced: a bad flag comes back as a usage error that run prints last,
+// with a one-line hint, so it does not scroll away under the usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
+	out := fs.Output()
+	usage := fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fmt.Fprintf(out, "usage: testbed %s [flags]\n", fs.Name())
+			fs.PrintDefaults()
 		}
-		return errUsage
+		return errHelp
+	default:
+		return fmt.Errorf("%w: %w", err, errUsage)
 	}
-	return nil
 }
+
+// usageMessage is what a usage error says, without the marker.
+func usageMessage(err error) string { return strings.TrimSuffix(err.Error(), ": "+errUsage.Error()) }
 
 // Exit statuses; docs/failure.md explains them.
 const (
@@ -149,10 +171,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}
-	if err := c.run(ctx, args[1:], stdout, stderr); !errors.Is(err, errHelp) {
-		return err
+	err := c.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case errors.Is(err, errHelp):
+		return nil
+	case errors.Is(err, errUsage) && err != errUsage:
+		// The error is the last line, under a one-line hint.
+		fmt.Fprintf(stderr, "(run 'testbed %s -h' for its flags)\ntestbed %s: %s\n", c.name, c.name, usageMessage(err))
 	}
-	return nil
+	return err
 }
 
 func usage(w io.Writer) {

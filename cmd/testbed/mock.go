@@ -122,7 +122,6 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
 		return fmt.Errorf("mock takes no arguments, got %q: %w", fs.Args(), errUsage)
 	}
 	set := map[string]bool{}

@@ -69,11 +69,9 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() != 0 {
-		fs.Usage()
 		return fmt.Errorf("netem: unexpected arguments %q: %w", fs.Args(), errUsage)
 	}
 	if *upstream == "" {
-		fs.Usage()
 		return fmt.Errorf("netem: --upstream is required: %w", errUsage)
 	}
 	if *duration < 0 {

@@ -37,7 +37,6 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
 		return fmt.Errorf("probe: want exactly one URL, got %d arguments: %w", fs.NArg(), errUsage)
 	}
 	u, err := url.Parse(fs.Arg(0))

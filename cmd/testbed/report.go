@@ -42,7 +42,6 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if fs.NArg() < 1 {
-		fs.Usage()
 		return fmt.Errorf("report needs one results directory or more: %w", errUsage)
 	}
 	var runs []*report.Run

@@ -33,7 +33,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
 		return fmt.Errorf("run needs exactly one plan file: %w", errUsage)
 	}
 	plan, err := harness.LoadPlan(fs.Arg(0))

@@ -58,10 +58,8 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch {
 	case fs.NArg() != 0:
-		fs.Usage()
 		return fmt.Errorf("sample: unexpected arguments %q: %w", fs.Args(), errUsage)
 	case len(urls) == 0 && !*useNVML:
-		fs.Usage()
 		return fmt.Errorf("sample: nothing to sample: give --prometheus URL and/or --nvml: %w", errUsage)
 	case *duration < 0:
 		return fmt.Errorf("sample: --duration %v must not be negative: %w", *duration, errUsage)
