@@ -72,4 +72,36 @@ type Progress struct {
 	InFlight  int64         // requests in flight now
 	Elapsed   time.Duration // since the step began
 	StepTotal int64         // requests planned for the step; 0 when bounded by duration only
+	// StepDuration is the step's measured phase when bounded by time
+	// (warm-up excluded); 0 when bounded by requests only.
+	StepDuration time.Duration
+}
+
+// Fraction is how far the step has come, in [0, 1], by requests finished
+// or by time; -1 when neither bounds it.
+func (p Progress) Fraction() float64 {
+	var f float64
+	switch {
+	case p.StepTotal > 0:
+		f = float64(p.Done) / float64(p.StepTotal)
+	case p.StepDuration > 0:
+		f = float64(p.Elapsed) / float64(p.StepDuration)
+	default:
+		return -1
+	}
+	return min(1, max(0, f))
+}
+
+// Remaining estimates the time left in the step from the pace so far: by
+// time for a step bounded by time, else from the requests finished; -1
+// when nothing has finished yet to estimate from.
+func (p Progress) Remaining() time.Duration {
+	if p.StepDuration > 0 && p.StepTotal == 0 {
+		return max(0, p.StepDuration-p.Elapsed)
+	}
+	f := p.Fraction()
+	if f <= 0 {
+		return -1
+	}
+	return time.Duration(float64(p.Elapsed) * (1 - f) / f)
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -41,4 +42,28 @@ func TestRedacted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzRedactURL: whatever the URL, a password never survives redaction,
+// and a URL that parsed still parses.
+func FuzzRedactURL(f *testing.F) {
+	f.Add("http://user:pw@h:8000/v1?api-key=k&x=1")
+	f.Add("https://h/v1")
+	f.Add("::not a url")
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := url.Parse(s)
+		if err != nil {
+			return
+		}
+		out := redactURL(s)
+		r, err := url.Parse(out)
+		if err != nil {
+			t.Fatalf("redactURL(%q) = %q does not parse: %v", s, out, err)
+		}
+		if pw, has := u.User.Password(); has && pw != Redacted {
+			if rp, _ := r.User.Password(); rp == pw {
+				t.Fatalf("redactURL(%q) = %q keeps the password", s, out)
+			}
+		}
+	})
 }

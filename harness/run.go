@@ -288,6 +288,7 @@ func (r *runner) startStep(st Step) {
 	if st.Requests == 0 {
 		r.planned.Store(0)
 	}
+	r.stepDur.Store(int64(st.Duration))
 	r.sent.Store(0)
 	r.done.Store(0)
 	r.errs.Store(0)
@@ -310,8 +311,8 @@ type runner struct {
 	summaries []results.StepSummary
 	probes    *rttProbes // the network round trip, measured between steps (rtt.go)
 
-	step, planned, sent, done, errs, inflight, stepStart atomic.Int64
-	label                                                atomic.Value
+	step, planned, sent, done, errs, inflight, stepStart, stepDur atomic.Int64
+	label                                                         atomic.Value
 }
 
 func (r *runner) since() int64 { return int64(time.Since(r.t0)) }
@@ -335,7 +336,7 @@ func (r *runner) progressLoop(o runOptions, steps int) (stop func()) {
 				o.progress(Progress{
 					Step: int(r.step.Load()), Steps: steps, Label: label, Sent: r.sent.Load(), Done: r.done.Load(),
 					Errors: r.errs.Load(), InFlight: r.inflight.Load(), Elapsed: time.Duration(r.since() - r.stepStart.Load()),
-					StepTotal: r.planned.Load(),
+					StepTotal: r.planned.Load(), StepDuration: time.Duration(r.stepDur.Load()),
 				})
 			}
 		}

@@ -29,6 +29,12 @@
 // Every response carries x-request-id: the client's own when it sent one,
 // which is also the key of its Truth.
 //
+// With an API key (WithAPIKey), /health and /metrics stay open, as on
+// vLLM, and every other route needs the key, compared in constant time.
+// A trailing slash is ignored rather than redirected. Errors on TGI's
+// routes take TGI's shape, on the others OpenAI's, and never name a Go
+// type.
+//
 // # Layout
 //
 // A model request passes through the files in this order:

@@ -8,9 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/report"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -96,7 +100,29 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		err = errors.Join(err, serr)
 	}
 	if err == nil {
-		fmt.Fprintf(stdout, "rebuild this table any time with: testbed report %s\n", dir)
+		err = writeDemoReport(dir, stdout)
 	}
 	return err
+}
+
+// writeDemoReport writes report.md and report.html into the demo's
+// results directory and says where they are: a newcomer's first result
+// should be something to open.
+func writeDemoReport(dir string, stdout io.Writer) error {
+	r, err := report.Load(dir, analysis.Options{})
+	if err != nil {
+		return err
+	}
+	if err := analysis.Write(dir, r.Analysis); err != nil {
+		return err
+	}
+	if err := report.Write(dir, []*report.Run{r}); err != nil {
+		return err
+	}
+	page, err := filepath.Abs(filepath.Join(dir, results.ReportHTML))
+	if err != nil {
+		page = filepath.Join(dir, results.ReportHTML)
+	}
+	fmt.Fprintf(stdout, "report: %s\n(open it in a browser; rebuild it any time with: testbed report %s)\n", page, dir)
+	return nil
 }

@@ -182,17 +182,60 @@ func newProgress(w io.Writer) *progress {
 }
 
 func (p *progress) show(s harness.Progress) {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", progressBar(s, p.width()))
+		p.drawn = true
+		return
+	}
 	total := "?"
 	if s.StepTotal > 0 {
 		total = strconv.FormatInt(s.StepTotal, 10)
 	}
-	line := fmt.Sprintf("[step %d/%d] %s  sent %d/%s  done %d  errors %d  in flight %d  %.1fs",
+	fmt.Fprintf(p.w, "[step %d/%d] %s  sent %d/%s  done %d  errors %d  in flight %d  %.1fs\n",
 		s.Step+1, s.Steps, s.Label, s.Sent, total, s.Done, s.Errors, s.InFlight, s.Elapsed.Seconds())
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		p.drawn = true
-	} else {
-		fmt.Fprintln(p.w, line)
+}
+
+// width is the terminal's width from $COLUMNS, else 100.
+func (p *progress) width() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
+		return n
+	}
+	return 100
+}
+
+// progressBar draws one line for a terminal: the step, a bar of its
+// progress, elapsed and remaining time, and the counters, cut to width.
+func progressBar(s harness.Progress, width int) string {
+	const barLen = 20
+	bar := strings.Repeat("·", barLen)
+	pct := "  ?%"
+	if f := s.Fraction(); f >= 0 {
+		n := int(f * barLen)
+		bar = strings.Repeat("█", n) + strings.Repeat("·", barLen-n)
+		pct = fmt.Sprintf("%3.0f%%", f*100)
+	}
+	left := "?"
+	if r := s.Remaining(); r >= 0 {
+		left = shortDuration(r)
+	}
+	line := fmt.Sprintf("[%d/%d] %s %s %s  %s elapsed, %s left  done %d  errors %d  in flight %d",
+		s.Step+1, s.Steps, s.Label, bar, pct, shortDuration(s.Elapsed), left, s.Done, s.Errors, s.InFlight)
+	if r := []rune(line); len(r) > width-1 {
+		line = string(r[:width-1])
+	}
+	return line
+}
+
+// shortDuration writes d as 4s, 1m05s or 1h02m.
+func shortDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 }
 

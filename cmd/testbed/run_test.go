@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -126,10 +127,14 @@ func TestDemo(t *testing.T) {
 	if len(recs) != 27 {
 		t.Errorf("%d records, want 27", len(recs))
 	}
-	for _, want := range []string{"c=1", "c=2", "testbed report " + dir} {
+	for _, want := range []string{"c=1", "c=2", "testbed report " + dir, results.ReportHTML} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout.String())
 		}
+	}
+	// The demo's report is written, and its path printed, ready to open.
+	if _, err := os.Stat(filepath.Join(dir, results.ReportHTML)); err != nil {
+		t.Errorf("no report.html: %v", err)
 	}
 }
 
@@ -149,4 +154,39 @@ func fixedMockServer(t *testing.T, ttft, itl time.Duration) *httptest.Server {
 	srv := httptest.NewServer(m)
 	t.Cleanup(func() { srv.Close(); m.Close() })
 	return srv
+}
+
+// TestProgressBar: the terminal line shows the step's bar, elapsed and
+// remaining time, whether the step is bounded by requests or by time.
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		p    harness.Progress
+		want []string
+	}{
+		// Half of 100 requests in 10 s: 10 s left.
+		{"by requests", harness.Progress{Step: 0, Steps: 2, Label: "m c=4", Done: 50, StepTotal: 100,
+			Elapsed: 10 * time.Second}, []string{"[1/2] m c=4", "██████████··········", " 50%", "10s elapsed, 10s left"}},
+		// 90 s into a 2-minute step.
+		{"by time", harness.Progress{Steps: 1, Label: "m r=5", StepDuration: 2 * time.Minute, Elapsed: 90 * time.Second},
+			[]string{" 75%", "1m30s elapsed, 30s left"}},
+		// Nothing finished yet: no estimate.
+		{"no estimate", harness.Progress{Steps: 1, Label: "m c=1", StepTotal: 10, Elapsed: time.Second},
+			[]string{"  0%", "1s elapsed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			line := progressBar(tc.p, 200)
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("%q lacks %q", line, w)
+				}
+			}
+			if n := len([]rune(progressBar(tc.p, 40))); n > 39 {
+				t.Errorf("line of %d runes for a 40-column terminal", n)
+			}
+		})
+	}
 }
