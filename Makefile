@@ -37,11 +37,12 @@ image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) bin/image
 
 # The race detector slows client and mock several-fold, so under -race the
-# timing-dependent checks of the knee example, the two-provider comparison,
-# the HTTP fit round trip, the regression verdicts on the mock and the round
-# trips an emulated link adds only log their findings; the second pass, one
-# package at a time, enforces them without it.
-TIMING_TESTS := TestKneeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips
+# timing-dependent checks of the knee examples (batch slots, KV cache,
+# compute), the two-provider comparison, the HTTP fit round trip, the
+# regression verdicts on the mock and the round trips an emulated link adds
+# only log their findings; the second pass, one package at a time, enforces
+# them without it.
+TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips
 
 # The container tests run on their own, after the rest: their harness and
 # mock run outside this process, so they time real streams on the machine's

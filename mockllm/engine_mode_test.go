@@ -168,7 +168,8 @@ func TestGPUGaugesExposition(t *testing.T) {
 		}
 	}
 	if g.Util <= 0.5 || g.FBUsedBytes <= 16<<30 {
-		t.Errorf("decoding engine: util %.2f, framebuffer used %.0f B: want busy with KV beyond the weights", g.Util, g.FBUsedBytes)
+		t.Errorf("decoding engine: util %.2f, framebuffer used %.0f B: want busy with KV beyond the weights",
+			g.Util, g.FBUsedBytes)
 	}
 	_, fixed := fastServer(t)
 	_, body = do(t, fixed, http.MethodGet, "/metrics", "")

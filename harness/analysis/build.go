@@ -42,6 +42,9 @@ type StepFacts struct {
 	SLOAttainment float64     `json:"slo_attainment"`
 	MeetsSLO      bool        `json:"meets_slo"`
 	Percentiles   []MetricCIs `json:"percentiles"`
+	// Resources is the GPU and server state over the step's measured
+	// window; absent when the run sampled neither.
+	Resources *StepResources `json:"resources,omitempty"`
 }
 
 // MetricCIs holds the confidence intervals of one metric's percentiles.
@@ -60,6 +63,10 @@ type Options struct {
 	// SLOAttainment is the share of requests that must meet the SLO for a
 	// step to count as meeting it. Default 0.99 (the P99 meets the SLO).
 	SLOAttainment float64 `json:"slo_attainment"`
+	// Saturation holds the binding-resource thresholds; MinResourceSamples
+	// is how many readings a step's figure needs (default 3).
+	Saturation         SaturationOptions `json:"saturation"`
+	MinResourceSamples int               `json:"min_resource_samples"`
 }
 
 func (o Options) withDefaults() Options {
@@ -73,6 +80,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SLOAttainment <= 0 || o.SLOAttainment > 1 {
 		o.SLOAttainment = 0.99
+	}
+	o.Saturation = o.Saturation.withDefaults()
+	if o.MinResourceSamples <= 0 {
+		o.MinResourceSamples = DefaultMinResourceSamples
 	}
 	return o
 }
@@ -148,7 +159,22 @@ func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // Analyze draws every conclusion from a run's summary steps and records.
 func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Analysis {
+	return AnalyzeRun(steps, recs, nil, nil, o)
+}
+
+// AnalyzeRun is Analyze with the run's server and GPU samples: each step's
+// resources over its measured window (windows; nil derives them from the
+// records) and what bound each knee.
+func AnalyzeRun(steps []results.StepSummary, recs []results.Record, sampled []results.Sample,
+	windows map[int]Window, o Options) Analysis {
 	o = o.withDefaults()
+	if windows == nil {
+		windows = WindowsFromRecords(recs)
+	}
+	var res map[int]*StepResources
+	if len(sampled) > 0 {
+		res = StepResourcesOf(sampled, windows, o.MinResourceSamples)
+	}
 	a := Analysis{
 		Options:     o,
 		Knees:       []Knee{},
@@ -169,6 +195,7 @@ func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Anal
 			f.RateLimitedRate = float64(s.Errors[results.ErrRateLimited]) / float64(s.Requests)
 		}
 		f.SLOAttainment = attain[s.Step]
+		f.Resources = res[s.Step]
 		f.MeetsSLO = s.Requests > 0 && f.SLOAttainment >= o.SLOAttainment
 		if sm := samples[s.Step]; sm != nil {
 			f.InputTokens, f.OutputTokens = sm.InputTokens, sm.OutputTokens
@@ -202,6 +229,7 @@ func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Anal
 	// Knees: one per (target, ladder).
 	type lk struct{ target, ladder string }
 	ladders := map[lk][]LadderPoint{}
+	ladderSteps := map[lk][]LadderStep{}
 	var order []lk
 	for i := range steps {
 		s := &steps[i]
@@ -214,11 +242,14 @@ func Analyze(steps []results.StepSummary, recs []results.Record, o Options) Anal
 			order = append(order, k)
 		}
 		f := facts[s.Step]
+		ladderSteps[k] = append(ladderSteps[k], LadderStep{Load: load, Summary: s, Resources: res[s.Step]})
 		ladders[k] = append(ladders[k], LadderPoint{Load: load, Throughput: s.OutputTokensPerS,
 			TTFTP99: s.TTFT.P99, E2EP99: s.E2E.P99, ErrorRate: f.ErrorRate, MeetsSLO: f.MeetsSLO})
 	}
 	for _, k := range order {
-		a.Knees = append(a.Knees, FindKnee(k.target, k.ladder, ladders[k], o.Knee))
+		kn := FindKnee(k.target, k.ladder, ladders[k], o.Knee)
+		Saturate(&kn, ladderSteps[k], o.Saturation)
+		a.Knees = append(a.Knees, kn)
 	}
 
 	// Long-context curves and cold starts, per target in first-seen order.

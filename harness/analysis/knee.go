@@ -82,6 +82,15 @@ type Knee struct {
 	MaxThroughput   float64 `json:"max_throughput"`
 	MaxThroughputAt float64 `json:"max_throughput_at"`
 	Steps           int     `json:"steps"`
+	// BoundBy names what bound the latency knee (else the throughput
+	// knee), first-qualifying first: kv_cache, batch_slots, compute,
+	// memory_bandwidth, power_thermal, client, network or none_observed.
+	// ThroughputBoundBy is the same at the throughput knee. Evidence holds
+	// the numbers behind both; Verdict says it in one sentence.
+	BoundBy           []string   `json:"bound_by,omitempty"`
+	ThroughputBoundBy []string   `json:"throughput_bound_by,omitempty"`
+	Evidence          []Evidence `json:"evidence,omitempty"`
+	Verdict           string     `json:"verdict,omitempty"`
 }
 
 // FindKnee analyses one ladder. Points need not be sorted; points with equal

@@ -221,6 +221,10 @@ func (m *model) highConcurrency(d *document) {
 		return
 	}
 	m.writeRanking(d, rs, true, "most output tokens/s at the best operating point first", "throughput")
+	if lines := m.saturationLines(); len(lines) > 0 {
+		d.p("What saturated at the knee (the rules: docs/saturation.md):")
+		d.add(list{items: lines})
+	}
 }
 
 func ladderScenario(ladder string) string {

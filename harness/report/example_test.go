@@ -4,15 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
+	"gopkg.in/yaml.v3"
 )
 
 // serveMock starts the real mock behind httptest with the profile file at
@@ -43,12 +49,24 @@ func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved
 	if err != nil {
 		t.Fatal(err)
 	}
+	hosts := map[string]string{} // the plan's host:port → the mock's
 	for i := range plan.Targets {
 		u, ok := urls[plan.Targets[i].Name]
 		if !ok {
 			t.Fatalf("no mock for target %q", plan.Targets[i].Name)
 		}
+		hosts[hostOf(t, plan.Targets[i].URL)] = hostOf(t, u)
 		plan.Targets[i].URL = u
+	}
+	// The plan scrapes its targets' /metrics: point those at the mocks too,
+	// sampling often enough that every short step has its readings.
+	if sm := plan.ServerMetrics; sm != nil {
+		for i, raw := range sm.URLs {
+			if h, ok := hosts[hostOf(t, raw)]; ok {
+				sm.URLs[i] = strings.Replace(raw, hostOf(t, raw), h, 1)
+			}
+		}
+		sm.Interval = harness.Duration(100 * time.Millisecond)
 	}
 	dir := t.TempDir()
 	if _, err := harness.Run(context.Background(), plan, dir); err != nil {
@@ -83,6 +101,15 @@ func runPlan(t *testing.T, path string, urls map[string]string) (r *Run, starved
 		bound = append(bound, "the race detector slows client and mock several-fold")
 	}
 	return r, strings.Join(bound, "; ")
+}
+
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }
 
 // check fails the test on a timing-dependent finding, or only logs it when
@@ -145,6 +172,8 @@ func TestKneeExample(t *testing.T) {
 		t.Errorf("max throughput %.0f tok/s above the engine's ceiling %.0f", k.MaxThroughput, ceiling)
 	}
 
+	checkBound(t, r, starved, analysis.BoundBatchSlots)
+
 	md := Markdown([]*Run{r})
 	concl := section(md, "## Conclusions")
 	m := regexp.MustCompile(`throughput knee at \*\*concurrency (\d+)\*\*`).FindStringSubmatch(concl)
@@ -153,6 +182,86 @@ func TestKneeExample(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(m[1]); float64(n) != *k.ThroughputKnee {
 		t.Errorf("conclusions name concurrency %d, analysis found %v", n, *k.ThroughputKnee)
+	}
+}
+
+// TestKVCacheExample runs examples/kv.yaml against examples/kv-mock.yaml,
+// whose KV cache holds about ten requests among 256 batch slots: the knee
+// must be bound by the KV cache.
+func TestKVCacheExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a ladder in real time")
+	}
+	r, starved := runShort(t, "../../examples/kv.yaml", "../../examples/kv-mock.yaml")
+	checkBound(t, r, starved, analysis.BoundKVCache)
+}
+
+// TestComputeExample runs examples/compute.yaml against
+// examples/compute-mock.yaml, whose step time grows by 1 ms per decoding
+// sequence: the knee must be compute-bound.
+func TestComputeExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a ladder in real time")
+	}
+	r, starved := runShort(t, "../../examples/compute.yaml", "../../examples/compute-mock.yaml")
+	checkBound(t, r, starved, analysis.BoundCompute)
+}
+
+// runShort runs a single-target example plan against its mock profile
+// with steps cut to 800 ms, so the ladder takes a few seconds.
+func runShort(t *testing.T, plan, profile string) (*Run, string) {
+	t.Helper()
+	p, err := harness.LoadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Load.Duration = harness.Duration(800 * time.Millisecond)
+	short := filepath.Join(t.TempDir(), "plan.yaml")
+	b, err := yaml.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runPlan(t, short, map[string]string{p.Targets[0].Name: serveMock(t, profile)})
+}
+
+// checkBound checks the saturation verdict end to end: every ladder step
+// has its sampled resources in analysis.json, the knee names want first
+// with its evidence, and report.md's conclusions carry the sentence.
+func checkBound(t *testing.T, r *Run, starved, want string) {
+	t.Helper()
+	var a analysis.Analysis
+	if err := results.ReadJSON(filepath.Join(r.Dir, results.AnalysisFile), &a); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range a.Steps {
+		if _, ok := s.Resources.Value(analysis.FigRunning); !ok {
+			t.Errorf("step %s: no running requests in its resources: %+v", s.Label, s.Resources)
+		}
+		if _, ok := s.Resources.Value(analysis.FigGPUUtil); !ok {
+			t.Errorf("step %s: no GPU utilisation in its resources", s.Label)
+		}
+	}
+	if len(a.Knees) != 1 {
+		t.Fatalf("knees: %+v", a.Knees)
+	}
+	k := a.Knees[0]
+	t.Logf("%s; bound_by %v, throughput knee bound by %v", k.Verdict, k.BoundBy, k.ThroughputBoundBy)
+	if len(k.BoundBy) == 0 || k.BoundBy[0] != want {
+		check(t, starved, "knee bound by %v, want %s first; evidence %+v", k.BoundBy, want, k.Evidence)
+		return
+	}
+	if len(k.Evidence) == 0 || k.Evidence[0].Resource != want || len(k.Evidence[0].Figures) == 0 {
+		t.Errorf("evidence %+v, want %s's figures first", k.Evidence, want)
+	}
+	md, err := os.ReadFile(filepath.Join(r.Dir, results.ReportMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if concl := section(string(md), "## Conclusions"); !strings.Contains(concl, k.Verdict) {
+		t.Errorf("conclusions lack the verdict %q:\n%s", k.Verdict, concl)
 	}
 }
 

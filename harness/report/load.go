@@ -120,7 +120,7 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 	if opts.SLO == (harness.SLO{}) {
 		opts.SLO = r.Info.Plan.SLO
 	}
-	r.Analysis = analysis.Analyze(r.Summary.Steps, r.Records, opts)
+	r.Analysis = analysis.AnalyzeRun(r.Summary.Steps, r.Records, r.Server, r.windows(), opts)
 	return r, nil
 }
 
@@ -132,6 +132,20 @@ func withoutFigures(s results.StepSummary) results.StepSummary {
 		API: s.API, Stream: s.Stream, ClientBound: s.ClientBound, ClientBoundReason: s.ClientBoundReason,
 		Errors: map[results.ErrorClass]int{},
 	}
+}
+
+// windows are the steps' measured windows as histograms.jsonl recorded
+// them; nil (derive them from the records) when the run has none.
+func (r *Run) windows() map[int]analysis.Window {
+	h, err := results.ReadLines[results.StepHistograms](filepath.Join(r.Dir, results.HistogramsFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; step windows are taken from the records", results.HistogramsFile, err))
+		return nil
+	}
+	return analysis.WindowsFromHistograms(h)
 }
 
 // clientVerdicts restores client-bound flags from the self-monitor's file,

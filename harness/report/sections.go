@@ -86,6 +86,9 @@ func (m *model) dimensions(d *document) {
 		}
 		m.latencyTable(d, present)
 		m.throughputTable(d, present)
+		if present[0] == harness.ScenarioConcurrency || present[0] == harness.ScenarioRate {
+			m.resourceTable(d, present)
+		}
 		switch g.id {
 		case "cold-start":
 			m.coldTable(d)

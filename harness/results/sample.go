@@ -50,6 +50,22 @@ type Device struct {
 	PowerW         *float64 `json:"power_w,omitempty"`
 	TempC          *float64 `json:"temp_c,omitempty"`
 	SMClockMHz     *float64 `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz    *float64 `json:"mem_clock_mhz,omitempty"`
+	// PowerLimitW is the enforced power limit.
+	PowerLimitW *float64 `json:"power_limit_w,omitempty"`
+	// ClockEventReasons is NVML's bitmask of why the clocks are below
+	// their maximum (nvmlClocksEventReason*: 0x4 SW power cap, 0x8 HW
+	// slowdown, 0x20/0x40 SW/HW thermal, 0x80 HW power brake, 0x1 idle).
+	ClockEventReasons *uint64 `json:"clock_event_reasons,omitempty"`
+	// PCIeTxKBps and PCIeRxKBps are NVML's PCIe throughput counters (KB/s
+	// over a 20 ms window).
+	PCIeTxKBps *float64 `json:"pcie_tx_kbps,omitempty"`
+	PCIeRxKBps *float64 `json:"pcie_rx_kbps,omitempty"`
+	// ECCUncorrected is the volatile count of uncorrected ECC errors since
+	// the driver loaded; XIDErrors counts XID critical-error events seen
+	// by this sampler since it started.
+	ECCUncorrected *uint64 `json:"ecc_uncorrected,omitempty"`
+	XIDErrors      *uint64 `json:"xid_errors,omitempty"`
 	// GPM metrics (Hopper and later) over the interval since the previous
 	// reading; absent on the first reading and where GPM is unsupported.
 	SMUtilPercent      *float64 `json:"sm_util_percent,omitempty"`
