@@ -8,7 +8,6 @@ import (
 	"github.com/llm-testbed/testbed/harness/results"
 )
 
-
 // scrape is a server_metrics.jsonl line at t ms from the mock-like server.
 func scrape(tMS int64, m map[string]float64) results.Sample {
 	return results.Sample{Offset: tMS * msNS, Source: "http://127.0.0.1:8000/metrics", Metrics: m}
