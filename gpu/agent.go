@@ -2,8 +2,10 @@ package gpu
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/results"
@@ -56,6 +58,41 @@ var agentMetrics = []struct {
 		func(d results.Device) (float64, bool) { return f(d.SMClockMHz) },
 	},
 	{
+		"DCGM_FI_DEV_MEM_CLOCK",
+		"Memory clock frequency (in MHz) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.MemClockMHz) },
+	},
+	{
+		"DCGM_FI_DEV_POWER_MGMT_LIMIT",
+		"Enforced power limit (in W) (NVML).",
+		func(d results.Device) (float64, bool) { return f(d.PowerLimitW) },
+	},
+	{
+		"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+		"Bitmask of why the clocks are held down (NVML clock-event reasons).",
+		func(d results.Device) (float64, bool) { return u64(d.ClockEventReasons) },
+	},
+	{
+		"DCGM_FI_PROF_PCIE_TX_BYTES",
+		"PCIe transmit throughput (in B/s) (NVML, 20 ms window).",
+		func(d results.Device) (float64, bool) { return scaled(d.PCIeTxKBps, 1000) },
+	},
+	{
+		"DCGM_FI_PROF_PCIE_RX_BYTES",
+		"PCIe receive throughput (in B/s) (NVML, 20 ms window).",
+		func(d results.Device) (float64, bool) { return scaled(d.PCIeRxKBps, 1000) },
+	},
+	{
+		"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+		"Uncorrected (double-bit) ECC errors since the driver loaded (NVML, volatile).",
+		func(d results.Device) (float64, bool) { return u64(d.ECCUncorrected) },
+	},
+	{
+		"testbed_gpu_xid_errors_total",
+		"XID critical-error events seen by the agent since it started (NVML events).",
+		func(d results.Device) (float64, bool) { return u64(d.XIDErrors) },
+	},
+	{
 		"DCGM_FI_PROF_SM_ACTIVE",
 		"Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.",
 		func(d results.Device) (float64, bool) { return ratio(d.SMUtilPercent) },
@@ -79,6 +116,18 @@ func f(p *float64) (float64, bool) {
 	return *p, true
 }
 
+func u64(p *uint64) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return float64(*p), true
+}
+
+func scaled(p *float64, k float64) (float64, bool) {
+	v, ok := f(p)
+	return v * k, ok
+}
+
 func ratio(p *float64) (float64, bool) {
 	v, ok := f(p)
 	return v / 100, ok
@@ -94,10 +143,19 @@ func mib(p *uint64) (float64, bool) {
 // agentLabels are DCGM's device labels; all bounded by the device count.
 var agentLabels = []string{"gpu", "UUID", "modelName"}
 
+// readerSource is a Source that keeps interval state per reader (NVML's
+// GPM), so each scraper gets figures over its own interval.
+type readerSource interface {
+	ReadFor(ctx context.Context, s *results.Sample, reader string) error
+}
+
 // deviceCollector reads a device Source on every scrape.
 type deviceCollector struct {
 	src     serverside.Source
 	timeout time.Duration
+	// mu serialises scrapes so reader names the scraper Collect serves.
+	mu      sync.Mutex
+	reader  string
 	descs   []*prometheus.Desc
 	errDesc *prometheus.Desc
 	errors  prometheus.Counter
@@ -121,7 +179,24 @@ func NewAgent(src serverside.Source, timeout time.Duration) http.Handler {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c, c.errors)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.reader = scraperOf(r)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// scraperOf names a scraper by its address (without the port, which
+// changes with every connection) and user agent: a Prometheus server and
+// the harness on one host stay apart.
+func scraperOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return host + " " + r.UserAgent()
 }
 
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -134,7 +209,11 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	var s results.Sample
-	if err := c.src.Read(ctx, &s); err != nil {
+	read := c.src.Read
+	if rs, ok := c.src.(readerSource); ok {
+		read = func(ctx context.Context, s *results.Sample) error { return rs.ReadFor(ctx, s, c.reader) }
+	}
+	if err := read(ctx, &s); err != nil {
 		c.errors.Inc()
 		return
 	}

@@ -9,6 +9,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -88,9 +92,74 @@ func h100() *server.Server {
 		}
 		dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(100_000 + 1000*i), nvml.SUCCESS }
 		dev.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(50 + i), nvml.SUCCESS }
-		dev.GetClockInfoFunc = func(nvml.ClockType) (uint32, nvml.Return) { return 1980, nvml.SUCCESS }
+		dev.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+			if c == nvml.CLOCK_MEM {
+				return 2619, nvml.SUCCESS
+			}
+			return 1980, nvml.SUCCESS
+		}
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700_000, nvml.SUCCESS }
+		// Device i reports the SW power cap (0x4) when i is odd, idle (0x1) otherwise.
+		dev.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return uint64(1 + 3*(i%2)), nvml.SUCCESS }
+		dev.GetPcieThroughputFunc = func(c nvml.PcieUtilCounter) (uint32, nvml.Return) {
+			if c == nvml.PCIE_UTIL_TX_BYTES {
+				return uint32(1000 * i), nvml.SUCCESS
+			}
+			return uint32(2000 * i), nvml.SUCCESS
+		}
+		dev.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+			return uint64(i), nvml.SUCCESS
+		}
+		dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 	}
+	var xids xidQueue
+	xids.install(s)
 	return s
+}
+
+// xidQueue is the mock's event set: Wait hands out queued events, then
+// times out, as the driver does when nothing happened.
+type xidQueue struct {
+	mu     sync.Mutex
+	events []nvml.EventData
+	freed  bool
+}
+
+func (q *xidQueue) install(s *server.Server) {
+	set := &mock.EventSet{
+		WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if len(q.events) == 0 {
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			}
+			e := q.events[0]
+			q.events = q.events[1:]
+			return e, nvml.SUCCESS
+		},
+		FreeFunc: func() nvml.Return {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			q.freed = true
+			return nvml.SUCCESS
+		},
+	}
+	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
+	xidQueues.Store(s, q)
+}
+
+// xidQueues finds a mock's event queue, so a test can raise events.
+var xidQueues sync.Map
+
+func raiseXID(s *server.Server, dev int, n int) {
+	q, _ := xidQueues.Load(s)
+	xq := q.(*xidQueue)
+	xq.mu.Lock()
+	defer xq.mu.Unlock()
+	for range n {
+		xq.events = append(xq.events, nvml.EventData{Device: s.Devices[dev], EventType: nvml.EventTypeXidCriticalError,
+			EventData: 79})
+	}
 }
 
 func TestNVMLReadsEveryFigure(t *testing.T) {
@@ -132,6 +201,21 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 			if got[k] == nil || *got[k] != w {
 				t.Errorf("device %d %s = %v, want %v", i, k, got[k], w)
 			}
+		}
+		more := map[string]float64{"mem clock": 2619, "power limit": 700, "pcie tx": float64(1000 * i),
+			"pcie rx": float64(2000 * i)}
+		gotMore := map[string]*float64{"mem clock": d.MemClockMHz, "power limit": d.PowerLimitW,
+			"pcie tx": d.PCIeTxKBps, "pcie rx": d.PCIeRxKBps}
+		for k, w := range more {
+			if gotMore[k] == nil || *gotMore[k] != w {
+				t.Errorf("device %d %s = %v, want %v", i, k, gotMore[k], w)
+			}
+		}
+		if d.ClockEventReasons == nil || *d.ClockEventReasons != uint64(1+3*(i%2)) {
+			t.Errorf("device %d clock event reasons = %v", i, d.ClockEventReasons)
+		}
+		if d.ECCUncorrected == nil || *d.ECCUncorrected != uint64(i) || d.XIDErrors == nil || *d.XIDErrors != 0 {
+			t.Errorf("device %d ECC %v, XID %v; want %d and 0", i, d.ECCUncorrected, d.XIDErrors, i)
 		}
 		// GPM needs two samples: nothing on the first reading.
 		if d.SMUtilPercent != nil || d.DRAMBWUtilPercent != nil {
@@ -337,5 +421,136 @@ func TestAgentOverNVMLMock(t *testing.T) {
 			second["DCGM_FI_PROF_SM_ACTIVE"+l],
 			second["DCGM_FI_PROF_DRAM_ACTIVE"+l],
 		)
+	}
+}
+
+// TestNVMLCountsXIDEvents: XID critical errors raised between readings are
+// counted on their device, cumulatively, and the event set is freed on Close.
+func TestNVMLCountsXIDEvents(t *testing.T) {
+	t.Parallel()
+	s := h100()
+	n, err := OpenNVML(WithNVMLLibrary(s), WithGPM(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		raise map[int]int // device → events raised before the reading
+		want  map[int]uint64
+	}{
+		// Nothing happened: zero everywhere.
+		{nil, map[int]uint64{0: 0, 5: 0}},
+		// Two on device 5, one on device 0.
+		{map[int]int{5: 2, 0: 1}, map[int]uint64{0: 1, 5: 2, 1: 0}},
+		// Counts are cumulative.
+		{map[int]int{5: 1}, map[int]uint64{0: 1, 5: 3}},
+	} {
+		for dev, k := range tc.raise {
+			raiseXID(s, dev, k)
+		}
+		var smp results.Sample
+		if err := n.Read(context.Background(), &smp); err != nil {
+			t.Fatal(err)
+		}
+		for dev, w := range tc.want {
+			if x := smp.Devices[dev].XIDErrors; x == nil || *x != w {
+				t.Errorf("after raising %v: device %d XID count %v, want %d", tc.raise, dev, x, w)
+			}
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := xidQueues.Load(s)
+	if !q.(*xidQueue).freed {
+		t.Error("event set not freed on Close")
+	}
+}
+
+// TestNVMLGPMPerReader: two readers interleaved each get GPM figures over
+// their own interval. The fake's SM_UTIL is the stamp difference between
+// the two samples and grows by 10 per sample taken on the device, so a
+// reader whose interval spans the other's reading sees 20, not 10.
+func TestNVMLGPMPerReader(t *testing.T) {
+	t.Parallel()
+	s := h100()
+	var g fakeGPM
+	g.install(s)
+	n, err := OpenNVML(WithNVMLLibrary(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(reader string) *float64 {
+		var smp results.Sample
+		if err := n.ReadFor(context.Background(), &smp, reader); err != nil {
+			t.Fatal(err)
+		}
+		return smp.Devices[0].SMUtilPercent
+	}
+	for i, tc := range []struct {
+		reader string
+		want   float64 // -1: no GPM figure yet
+	}{
+		{"prometheus", -1}, // first reading of each reader: nothing
+		{"harness", -1},
+		{"prometheus", 20}, // spans the harness's reading
+		{"harness", 20},
+		{"harness", 10}, // back to back
+	} {
+		got := read(tc.reader)
+		switch {
+		case tc.want < 0 && got != nil:
+			t.Errorf("reading %d (%s): GPM %v on a first reading", i, tc.reader, *got)
+		case tc.want >= 0 && (got == nil || *got != tc.want):
+			t.Errorf("reading %d (%s): SM util %v, want %v", i, tc.reader, got, tc.want)
+		}
+	}
+	// Readers beyond the bound evict the least recently used; every
+	// sample allocated is freed by Close.
+	for r := range maxGPMReaders + 2 {
+		read(fmt.Sprint("r", r))
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if g.allocs != g.frees || g.allocs != 8*2*(2+maxGPMReaders+2) {
+		t.Errorf("GPM samples allocated %d, freed %d; want every one freed", g.allocs, g.frees)
+	}
+}
+
+// TestAgentGPMPerScraper: two scrapers of one agent (told apart by user
+// agent) each get DCGM_FI_PROF_SM_ACTIVE over their own interval.
+func TestAgentGPMPerScraper(t *testing.T) {
+	t.Parallel()
+	s := h100()
+	var g fakeGPM
+	g.install(s)
+	n, err := OpenNVML(WithNVMLLibrary(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewServer(NewAgent(n, time.Second))
+	defer srv.Close()
+	scrape := func(ua string) string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("User-Agent", ua)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "DCGM_FI_PROF_SM_ACTIVE{") && strings.Contains(line, `gpu="0"`) {
+				return line[strings.LastIndexByte(line, ' ')+1:]
+			}
+		}
+		return ""
+	}
+	scrape("prometheus")
+	scrape("testbed")
+	// Each scraper's second interval spans the other's sample: 20, i.e. 0.2.
+	if a, b := scrape("prometheus"), scrape("testbed"); a != "0.2" || b != "0.2" {
+		t.Errorf("SM active %q and %q, want 0.2 each (their own intervals)", a, b)
 	}
 }

@@ -236,12 +236,17 @@ func checkBound(t *testing.T, r *Run, starved, want string) {
 	if err := results.ReadJSON(filepath.Join(r.Dir, results.AnalysisFile), &a); err != nil {
 		t.Fatal(err)
 	}
+	// A starved sampler may catch too few readings in a short step: then
+	// the step says so, and only a healthy run must have every figure.
 	for _, s := range a.Steps {
-		if _, ok := s.Resources.Value(analysis.FigRunning); !ok {
-			t.Errorf("step %s: no running requests in its resources: %+v", s.Label, s.Resources)
+		if s.Resources == nil {
+			t.Errorf("step %s: no resources at all", s.Label)
+			continue
 		}
-		if _, ok := s.Resources.Value(analysis.FigGPUUtil); !ok {
-			t.Errorf("step %s: no GPU utilisation in its resources", s.Label)
+		_, okR := s.Resources.Value(analysis.FigRunning)
+		_, okG := s.Resources.Value(analysis.FigGPUUtil)
+		if !okR || !okG {
+			check(t, starved, "step %s: running requests %v, GPU utilisation %v in its resources", s.Label, okR, okG)
 		}
 	}
 	if len(a.Knees) != 1 {
