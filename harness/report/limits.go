@@ -206,6 +206,9 @@ func (m *model) limitations(d *document) {
 		for _, n := range r.Notes {
 			add("Run %s: %s.", r.Name(), n)
 		}
+		for _, n := range gpuFaults(r.Server) {
+			add("Run %s: **GPU fault** — %s; figures from that device may be wrong.", r.Name(), n)
+		}
 	}
 	d.add(list{items: items})
 	m.ciTable(d)
@@ -324,4 +327,55 @@ func (m *model) ciTable(d *document) {
 			"small to close: the true value may lie beyond it.",
 	)
 	d.add(t)
+}
+
+// gpuFaults lists the GPU errors that grew during the run: XID critical
+// errors and uncorrected ECC errors, from NVML readings and from a DCGM
+// exporter's (or gpu-agent's) series, as the change between the first and
+// last reading of each device.
+func gpuFaults(samples []results.Sample) []string {
+	type span struct{ first, last float64 }
+	seen := map[string]*span{}
+	var order []string
+	note := func(key string, v float64) {
+		sp := seen[key]
+		if sp == nil {
+			sp = &span{first: v}
+			seen[key] = sp
+			order = append(order, key)
+		}
+		sp.last = v
+	}
+	for i := range samples {
+		s := &samples[i]
+		for _, d := range s.Devices {
+			if d.XIDErrors != nil {
+				note(fmt.Sprintf("GPU%d|XID critical errors", d.Index), float64(*d.XIDErrors))
+			}
+			if d.ECCUncorrected != nil {
+				note(fmt.Sprintf("GPU%d|uncorrected ECC errors", d.Index), float64(*d.ECCUncorrected))
+			}
+		}
+		for k, v := range s.Metrics {
+			what := ""
+			switch results.SeriesName(k) {
+			case "testbed_gpu_xid_errors_total":
+				what = "XID critical errors"
+			case "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
+				what = "uncorrected ECC errors"
+			default:
+				continue
+			}
+			g, _ := analysis.LabelValue(k, "gpu")
+			note(results.SourceName(s.Source)+" GPU"+g+"|"+what, v)
+		}
+	}
+	var out []string
+	for _, k := range order {
+		if sp := seen[k]; sp.last > sp.first {
+			dev, what, _ := strings.Cut(k, "|")
+			out = append(out, fmt.Sprintf("%s: %.0f %s during the run", dev, sp.last-sp.first, what))
+		}
+	}
+	return out
 }

@@ -99,3 +99,29 @@ func TestGPUCharts(t *testing.T) {
 	}
 	checkSVGs(t, page)
 }
+
+func TestGPUFaults(t *testing.T) {
+	t.Parallel()
+	x := func(v uint64) *uint64 { return &v }
+	samples := []results.Sample{
+		{Source: "nvml", Devices: []results.Device{{Index: 0, XIDErrors: x(0), ECCUncorrected: x(4)},
+			{Index: 1, XIDErrors: x(0)}}},
+		{Source: "http://gpu-host:9401/metrics", Metrics: map[string]float64{
+			`testbed_gpu_xid_errors_total{UUID="u",gpu="2"}`: 1, `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="2"}`: 0}},
+		// Device 0: ECC 4 → 5; device 1: two XIDs; the agent's GPU2: one XID more.
+		{Source: "nvml", Devices: []results.Device{{Index: 0, XIDErrors: x(0), ECCUncorrected: x(5)},
+			{Index: 1, XIDErrors: x(2)}}},
+		{Source: "http://gpu-host:9401/metrics", Metrics: map[string]float64{
+			`testbed_gpu_xid_errors_total{UUID="u",gpu="2"}`: 2, `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="2"}`: 0}},
+	}
+	got := strings.Join(gpuFaults(samples), "; ")
+	want := "GPU0: 1 uncorrected ECC errors during the run; GPU1: 2 XID critical errors during the run; " +
+		"gpu-host:9401 GPU2: 1 XID critical errors during the run"
+	if got != want {
+		t.Errorf("faults:\n got %s\nwant %s", got, want)
+	}
+	r := &Run{Dir: t.TempDir(), Server: samples}
+	if md := Markdown([]*Run{r}); !strings.Contains(md, "**GPU fault** — GPU1: 2 XID critical errors") {
+		t.Errorf("limitations do not report the XID errors:\n%s", section(md, "## Limitations"))
+	}
+}
