@@ -30,7 +30,7 @@ func ExampleStartVLLM() {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	s, err := docker.StartVLLM(ctx, "meta-llama/Llama-3.1-8B-Instruct",
-		docker.WithImage("vllm/vllm-openai:latest"), docker.WithGPUs("0"),
+		docker.WithImage(docker.DefaultVLLMImage), docker.WithGPUs("0"),
 		docker.WithArgs("--max-model-len", "16384"))
 	defer testcontainers.TerminateContainer(s.Container)
 	if err != nil {

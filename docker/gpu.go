@@ -13,11 +13,12 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-// Default images of the real servers. Pin a version tag (WithImage) for
-// results you mean to compare over time: "latest" moves.
+// Default images of the real servers, pinned so results compare over time
+// ("latest" moves); docker/README.md says why these versions. WithImage
+// picks another.
 const (
-	DefaultVLLMImage = "vllm/vllm-openai:latest"
-	DefaultTGIImage  = "ghcr.io/huggingface/text-generation-inference:latest"
+	DefaultVLLMImage = "vllm/vllm-openai:v0.20.0"
+	DefaultTGIImage  = "ghcr.io/huggingface/text-generation-inference:3.3.4"
 )
 
 // DefaultServerStartupTimeout bounds the wait for vLLM / TGI to serve: a
@@ -91,7 +92,9 @@ var (
 		image: DefaultVLLMImage,
 		port:  "8000/tcp",
 		args: func(model string) []string {
-			return []string{"--model", model, "--host", "0.0.0.0", "--port", "8000"}
+			// The image's entrypoint is `vllm serve`, which takes the model
+			// as its positional argument (--model is deprecated there).
+			return []string{model, "--host", "0.0.0.0", "--port", "8000"}
 		},
 		cacheDir: "/root/.cache/huggingface",
 		ipcHost:  true,

@@ -31,7 +31,7 @@ func TestServerRequest(t *testing.T) {
 		// vLLM on all GPUs, host IPC as vLLM asks, extra engine flags last
 		{"vllm all gpus", vllmEngine,
 			[]ServerOption{WithHFCache(cache), WithHFToken("tok"), WithArgs("--max-num-seqs", "64")},
-			[]string{"--model", "m/x", "--host", "0.0.0.0", "--port", "8000", "--max-num-seqs", "64"}, "8000/tcp",
+			[]string{"m/x", "--host", "0.0.0.0", "--port", "8000", "--max-num-seqs", "64"}, "8000/tcp",
 			container.DeviceRequest{Driver: "nvidia", Count: -1, Capabilities: [][]string{{"gpu"}}},
 			cache + ":/root/.cache/huggingface", true, 0},
 		// TGI on chosen GPUs, /data as its cache, 1 GiB /dev/shm by default
