@@ -178,7 +178,7 @@ func NewAgent(src serverside.Source, timeout time.Duration) http.Handler {
 		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, agentLabels, nil))
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, c.errors)
+	reg.MustRegister(c)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
@@ -203,6 +203,7 @@ func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
+	c.errors.Describe(ch)
 }
 
 func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -213,6 +214,9 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	if rs, ok := c.src.(readerSource); ok {
 		read = func(ctx context.Context, s *results.Sample) error { return rs.ReadFor(ctx, s, c.reader) }
 	}
+	// The error counter is collected here, after the reading, so a scrape
+	// counts its own failure (a registry gathers collectors concurrently).
+	defer c.errors.Collect(ch)
 	if err := read(ctx, &s); err != nil {
 		c.errors.Inc()
 		return
