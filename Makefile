@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build demo test vet fmt-check bench fuzz image clean
+.PHONY: all build demo test vet fmt-check bench fuzz image clean gpu-check
 
 all: build
 
@@ -52,6 +52,12 @@ test: vet fmt-check
 	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v "/docker$$")
 	$(GO) test -race -timeout 10m ./docker/
 	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/ ./harness/report/ ./calibration/fit/ ./harness/history/
+
+# On a machine with an NVIDIA GPU: builds with cgo, samples NVML while a
+# PyTorch matmul load runs (skipped, with the reason, where there is no
+# driver or no torch), prints the per-second figures and checks them.
+gpu-check:
+	GO=$(GO) bash scripts/gpu-check.sh
 
 vet:
 	$(GO) vet ./...
