@@ -51,7 +51,9 @@ func serveMockProcess(spec string) error {
 		return err
 	}
 	p.TTFT, p.ITL = ttft, itl
-	m, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithTruthCapacity(1))
+	// Truth for a few thousand requests, for tests that compare with it;
+	// benchmarks never read it.
+	m, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithTruthCapacity(4096))
 	if err != nil {
 		return err
 	}
@@ -65,7 +67,7 @@ func serveMockProcess(spec string) error {
 }
 
 // mockProcess starts the mock in a child process and returns its URL.
-func mockProcess(b *testing.B, ttft, itl time.Duration) string {
+func mockProcess(b testing.TB, ttft, itl time.Duration) string {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), mockEnv+"="+ttft.String()+","+itl.String())

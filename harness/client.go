@@ -36,6 +36,7 @@ type client struct {
 	idle    time.Duration
 	request time.Duration
 	retry   Retry
+	stamps  *stampReport // how this client's connections stamp token arrival
 }
 
 // AttemptHeader carries a retried request's attempt number (2, 3, ...);
@@ -69,9 +70,10 @@ func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int)
 	if t.link != nil {
 		dial = t.link.DialContext // through the emulated link, paying its handshake
 	}
+	stamps := &stampReport{}
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would add its own latency to every number
-		DialContext:         dial,
+		DialContext:         stampingDialer(dial, p.HTTP == "2", t0, stamps),
 		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: p.Timeouts.Connect.D(),
 		MaxIdleConns:        0, // no limit
@@ -102,8 +104,39 @@ func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int)
 	return &client{
 		hc: &http.Client{Transport: tr}, tr: tr, target: t,
 		url: [2]string{endpoint(t, false), endpoint(t, true)}, header: [2]http.Header{h, hs},
-		t0: t0, idle: p.Timeouts.Idle.D(), request: p.Timeouts.Request.D(), retry: p.Retry,
+		t0: t0, idle: p.Timeouts.Idle.D(), request: p.Timeouts.Request.D(), retry: p.Retry, stamps: stamps,
 	}, nil
+}
+
+// errH2Stamps is why HTTP/2 streams are stamped in user space.
+const errH2Stamps = "HTTP/2 multiplexes streams on one connection read by the transport's own goroutine: " +
+	"a read's kernel stamp cannot be tied to one stream's events"
+
+// dialFunc is http.Transport's DialContext.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// stampingDialer dials through dial and, for HTTP/1.1, asks the kernel to
+// stamp every read (stamp_linux.go), noting in report what it got. An
+// emulated link's connection is not a TCP socket: it is stamped in user
+// space, and the note says so.
+func stampingDialer(dial dialFunc, h2 bool, t0 time.Time, report *stampReport) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if h2 {
+			report.refuse(errH2Stamps)
+			return conn, nil
+		}
+		sc, why := stampDial(conn, t0)
+		if why != "" {
+			report.refuse(why)
+		} else {
+			report.ok()
+		}
+		return sc, nil
+	}
 }
 
 // endpoint is the request URL for t; base URLs may or may not end in /v1.
@@ -204,7 +237,8 @@ func (c *client) do(ctx context.Context, rq *Request, rec *results.Record) {
 			ID: keep.ID, Target: keep.Target, Step: keep.Step, Scenario: keep.Scenario, Concurrency: keep.Concurrency,
 			Rate: keep.Rate, API: keep.API, Stream: keep.Stream, Warmup: keep.Warmup, IntendedNS: keep.IntendedNS,
 			CapWaitNS: keep.CapWaitNS, NInPlanned: keep.NInPlanned, MaxTokens: keep.MaxTokens,
-			ChunkGapsNS: keep.ChunkGapsNS[:0],
+			ChunkGapsNS:   keep.ChunkGapsNS[:0],
+			ChunkDelaysNS: keep.ChunkDelaysNS[:0],
 		}
 	}
 }
@@ -217,6 +251,7 @@ type traceTimes struct {
 	tlsStart, tlsDone                     atomic.Int64
 	gotConn, wrote, firstByte             atomic.Int64
 	reused                                atomic.Bool
+	stamps                                atomic.Pointer[connStamps] // the connection's, when it stamps reads
 }
 
 func (tt *traceTimes) trace() *httptrace.ClientTrace {
@@ -231,6 +266,7 @@ func (tt *traceTimes) trace() *httptrace.ClientTrace {
 		GotConn: func(i httptrace.GotConnInfo) {
 			tt.gotConn.CompareAndSwap(0, now())
 			tt.reused.Store(i.Reused)
+			tt.stamps.Store(stampsOf(i.Conn))
 		},
 		WroteRequest:         func(httptrace.WroteRequestInfo) { tt.wrote.Store(now()) },
 		GotFirstResponseByte: func() { tt.firstByte.CompareAndSwap(0, now()) },
@@ -330,7 +366,11 @@ func (c *client) once(ctx context.Context, rq *Request, rec *results.Record, att
 			c.readNotStream(ctx, reqCtx, resp.Body, ct, rec, tt)
 			return
 		}
-		c.readStream(ctx, reqCtx, resp.Body, idle, rec, tt)
+		var st *connStamps
+		if resp.ProtoMajor == 1 {
+			st = tt.stamps.Load()
+		}
+		c.readStream(ctx, reqCtx, resp.Body, idle, rec, tt, st)
 	} else {
 		c.readWhole(ctx, reqCtx, resp.Body, rec, tt)
 	}
@@ -407,14 +447,81 @@ func (cr *countingReader) Read(p []byte) (int, error) {
 }
 
 // readStream times every event of a streamed response.
+
+// kernelTrack follows one stream's token chunks through its connection's
+// stamped reads. Each chunk takes the kernel stamp of the latest read when
+// the reader returns it: reads happen only when the reader needs bytes, so
+// that is the read that completed the chunk. A chunk that shares its read
+// with a later event was stamped late (the stamp is the read's newest
+// segment): it is counted, and its error bounded by its read's floor.
+type kernelTrack struct {
+	body      *stampedBody
+	delays    []int64 // per token chunk: user − kernel, 0 when the read carried no stamp
+	stamped   bool    // some token chunk had a kernel stamp
+	pending   bool    // the latest token chunk's read may yet prove shared
+	seq       uint64  // that read
+	bound     int64   // its stamp minus its floor
+	coalesced int
+	maxBound  int64
+}
+
+// event settles whether the previous token chunk shared its read with
+// this event, and returns the read this event came from.
+func (k *kernelTrack) event() readStamp {
+	rs := k.body.last
+	if k.pending && rs.seq == k.seq {
+		k.coalesced++
+		k.maxBound = max(k.maxBound, k.bound)
+	}
+	k.pending = false
+	return rs
+}
+
+// token notes a token chunk from read rs returned at user time now, and
+// returns its arrival time: the kernel's when known, else now.
+func (k *kernelTrack) token(rs readStamp, now int64) int64 {
+	var d int64
+	if rs.kernel > 0 && rs.kernel <= now {
+		d = now - rs.kernel
+		k.stamped = true
+		k.pending = true
+		k.seq = rs.seq
+		k.bound = max(0, rs.kernel-rs.floor)
+	}
+	k.delays = append(k.delays, d)
+	return now - d
+}
+
+// fill writes the kernel side of rec; user-space stamps are already there.
+func (k *kernelTrack) fill(rec *results.Record) {
+	if !k.stamped {
+		rec.ChunkDelaysNS = k.delays[:0]
+		return
+	}
+	rec.ChunkDelaysNS = k.delays
+	rec.FirstTokenKernelNS = rec.FirstTokenNS - k.delays[0]
+	rec.LastTokenKernelNS = rec.LastTokenNS - k.delays[len(k.delays)-1]
+	rec.ChunksCoalesced, rec.CoalescedBoundNS = k.coalesced, k.maxBound
+}
+
+// readStream times every event of a streamed response, in user space and,
+// when st is the connection's stamp state, by the kernel's receive stamps.
 func (c *client) readStream(
 	ctx, reqCtx context.Context,
 	body io.Reader,
 	idle *time.Timer,
 	rec *results.Record,
 	tt *traceTimes,
+	st *connStamps,
 ) {
-	counted := &countingReader{r: body}
+	var kt kernelTrack
+	kt.delays = rec.ChunkDelaysNS[:0]
+	src := body
+	if st != nil {
+		kt.body = newStampedBody(body, st)
+		src = kt.body
+	}
+	counted := &countingReader{r: src}
 	rd := readerPool.Get().(*sse.Reader)
 	rd.Reset(counted)
 	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
@@ -433,6 +540,7 @@ func (c *client) readStream(
 		gaps         = rec.ChunkGapsNS[:0]
 		chunkTokens  []int32
 		nTokenChunks int
+		rs           readStamp
 	)
 	var readErr error
 	for {
@@ -442,6 +550,9 @@ func (c *client) readStream(
 			break
 		}
 		now := c.since()
+		if st != nil {
+			rs = kt.event()
+		}
 		idle.Reset(c.idle)
 		ch := parseChunk(c.target.API, data)
 		events++
@@ -473,6 +584,9 @@ func (c *client) readStream(
 				chunkTokens = append(chunkTokens, int32(n))
 			}
 			nTokenChunks++
+			if st != nil {
+				kt.token(rs, now)
+			}
 			last = now
 			ntok += n
 		}
@@ -498,6 +612,7 @@ func (c *client) readStream(
 	rec.DoneNS = c.since()
 	rec.FirstTokenNS, rec.LastTokenNS = first, last
 	rec.ChunkGapsNS, rec.ChunkTokens = gaps, chunkTokens
+	kt.fill(rec)
 	rec.NOutCounted, rec.FinishReason = ntok, finish
 	rec.NIn, rec.NOut = rec.NInPlanned, ntok
 	if usageSeen {

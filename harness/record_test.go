@@ -116,3 +116,54 @@ func BenchmarkParseChunk(b *testing.B) {
 		}
 	}
 }
+
+// Summaries prefer kernel stamps: TTFT, ITL and E2E come from them, the
+// step names its clock, reports the client's delay and warns about chunks
+// stamped late by a shared read.
+func TestSummarizeKernelStamps(t *testing.T) {
+	t.Parallel()
+	// User-space: TTFT 105 ms, gaps 10 ms; kernel: TTFT 100 ms, gaps 10, 10
+	// (the client read every chunk 5 ms late, the first 5 ms, the last 5 ms).
+	stamped := func(coalesced int) results.Record {
+		return results.Record{Step: 1, Target: "m", Stream: true, SentNS: 1, FirstTokenNS: 105e6 + 1,
+			LastTokenNS: 125e6 + 1, DoneNS: 126e6, ChunkGapsNS: []int64{10e6, 10e6}, NOut: 3,
+			FirstTokenKernelNS: 100e6 + 1, LastTokenKernelNS: 120e6 + 1, ChunkDelaysNS: []int64{5e6, 5e6, 5e6},
+			ChunksCoalesced: coalesced, CoalescedBoundNS: int64(coalesced) * 3e6}
+	}
+	user := stamped(0)
+	user.FirstTokenKernelNS, user.LastTokenKernelNS, user.ChunkDelaysNS = 0, 0, nil
+	for _, tc := range []struct {
+		name      string
+		recs      []results.Record
+		clock     string
+		ttftMax   float64
+		delays    int64
+		coalesced int64
+		warn      string
+	}{
+		// Every request kernel-stamped: the kernel's TTFT, five delays of 5 ms.
+		{"kernel", []results.Record{stamped(0), stamped(0)}, "kernel", 100, 6, 0, ""},
+		// One chunk shared a read: counted, bounded, warned about.
+		{"coalesced", []results.Record{stamped(1)}, "kernel", 100, 3, 1, "late by at most 3.000 ms"},
+		// A user-stamped request beside a kernel-stamped one: mixed, and warned.
+		{"mixed", []results.Record{stamped(0), user}, "mixed", 105, 3, 0, "1 of 2 timed requests had kernel"},
+		// None stamped: the user-space clock throughout.
+		{"user", []results.Record{user}, "user", 105, 0, 0, ""},
+	} {
+		st := Summarize(tc.recs).Steps[0]
+		if st.Clock != tc.clock || math.Abs(st.TTFT.Max-tc.ttftMax) > 1e-6 || st.ClientDelay.Count != tc.delays ||
+			st.ChunksCoalesced != tc.coalesced {
+			t.Errorf("%s: clock %q, TTFT max %v, %d delays, %d coalesced", tc.name, st.Clock, st.TTFT.Max,
+				st.ClientDelay.Count, st.ChunksCoalesced)
+		}
+		if tc.delays > 0 && math.Abs(st.ClientDelay.Max-5) > 1e-6 {
+			t.Errorf("%s: client delay %+v, want 5 ms", tc.name, st.ClientDelay)
+		}
+		if tc.clock == "kernel" && math.Abs(st.ChunkITL.Max-10) > 1e-6 {
+			t.Errorf("%s: chunk ITL max %v, want the kernel's 10 ms", tc.name, st.ChunkITL.Max)
+		}
+		if tc.warn != "" && !strings.Contains(strings.Join(st.Warnings, "\n"), tc.warn) {
+			t.Errorf("%s: warnings %q lack %q", tc.name, st.Warnings, tc.warn)
+		}
+	}
+}

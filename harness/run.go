@@ -91,6 +91,7 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	info.Interrupted = ctx.Err() != nil
 	info.Records = w.Lines()
 	info.Network = r.probes.result(lk)
+	info.TokenStamps, info.TokenStampNotes = r.stampSummary()
 	res := &Outcome{
 		Dir:         outDir,
 		Info:        info,
@@ -261,9 +262,10 @@ func (r *runner) runSteps(ctx context.Context, o *runOptions) {
 		}
 		r.runStep(ctx, hard, st)
 		si.End = time.Now()
-		lagReply := make(chan time.Duration, 1)
-		r.out <- msg{lag: &lagQuery{index: st.Index, reply: lagReply}}
-		si.ScheduleLagP99 = <-lagReply
+		reply := make(chan lagReply, 1)
+		r.out <- msg{lag: &lagQuery{index: st.Index, reply: reply}}
+		lr := <-reply
+		si.ScheduleLagP99, si.ClientDelayP99 = lr.lag, lr.delay
 		end := stepEnd{index: st.Index}
 		for _, m := range o.monitors {
 			if bound, reason := m.StepEnded(si); bound {

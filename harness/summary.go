@@ -60,7 +60,9 @@ type stepAgg struct {
 	seen                                      bool
 	ttft, ttftSched, itl, chunkITL, tpot, e2e results.Metric
 	e2eSched, lag, capWait, ttfb              results.Metric
-	lagAll                                    results.Metric // warm-up included, for StepMonitor
+	delay, coalesced                          results.Metric // client delay per chunk, coalescing bound per request
+	lagAll, delayAll                          results.Metric // warm-up included, for StepMonitor
+	timed                                     int            // requests with a first token
 	wTTFT, wE2E                               results.Metric
 	warm                                      results.WarmupSummary
 	good                                      int
@@ -90,6 +92,11 @@ func (a *stepAgg) add(r *results.Record) {
 	if r.SentNS > 0 {
 		a.lagAll.Add(r.ScheduleLagNS(), 1)
 	}
+	if r.KernelStamped() {
+		for _, d := range r.ChunkDelaysNS {
+			a.delayAll.Add(d, 1)
+		}
+	}
 	if r.Warmup {
 		a.warm.Requests++
 		if !r.OK() {
@@ -98,9 +105,9 @@ func (a *stepAgg) add(r *results.Record) {
 		}
 		a.warm.OK++
 		if r.FirstTokenNS > 0 {
-			a.wTTFT.Add(r.FirstTokenNS-r.SentNS, 1)
+			a.wTTFT.Add(r.FirstToken()-r.SentNS, 1)
 		}
-		a.wE2E.Add(r.LastTokenNS-r.SentNS, 1)
+		a.wE2E.Add(r.LastToken()-r.SentNS, 1)
 		return
 	}
 	a.s.Requests++
@@ -129,15 +136,18 @@ func (a *stepAgg) add(r *results.Record) {
 		a.s.UsageDiscrepancies++
 	}
 	var ttft, tpot int64 = -1, -1
+	first, last := r.FirstToken(), r.LastToken()
 	if r.FirstTokenNS > 0 {
-		ttft = r.FirstTokenNS - r.SentNS
+		a.addStamps(r)
+		ttft = first - r.SentNS
 		a.ttft.Add(ttft, 1)
-		a.ttftSched.Add(r.FirstTokenNS-r.IntendedNS, 1)
+		a.ttftSched.Add(first-r.IntendedNS, 1)
 		if r.NOut > 1 {
-			tpot = (r.LastTokenNS - r.FirstTokenNS) / int64(r.NOut-1)
+			tpot = (last - first) / int64(r.NOut-1)
 			a.tpot.Add(tpot, 1)
 		}
-		for i, g := range r.ChunkGapsNS {
+		for i := range r.ChunkGapsNS {
+			g := r.KernelGap(i)
 			a.chunkITL.Add(g, 1)
 			k := int64(1)
 			if r.ChunkTokens != nil && i+1 < len(r.ChunkTokens) {
@@ -146,7 +156,7 @@ func (a *stepAgg) add(r *results.Record) {
 			a.itl.Add(g/k, k)
 		}
 	}
-	e2e := r.LastTokenNS - r.SentNS
+	e2e := last - r.SentNS
 	if r.LastTokenNS == 0 {
 		e2e = r.DoneNS - r.SentNS
 	}
@@ -154,6 +164,37 @@ func (a *stepAgg) add(r *results.Record) {
 	a.e2eSched.Add(e2e+r.SentNS-r.IntendedNS, 1)
 	if meets(a.slo.TTFT, ttft) && meets(a.slo.TPOT, tpot) && meets(a.slo.E2E, e2e) {
 		a.good++
+	}
+}
+
+// addStamps counts how a timed request was stamped, and its client delays.
+func (a *stepAgg) addStamps(r *results.Record) {
+	a.timed++
+	a.s.TokenChunks += int64(len(r.ChunkGapsNS) + 1)
+	if !r.KernelStamped() {
+		return
+	}
+	a.s.KernelStamped++
+	for _, d := range r.ChunkDelaysNS {
+		a.delay.Add(d, 1)
+	}
+	if r.ChunksCoalesced > 0 {
+		a.s.ChunksCoalesced += int64(r.ChunksCoalesced)
+		a.coalesced.Add(r.CoalescedBoundNS, 1)
+	}
+}
+
+// clock names the stamps a step's token times came from.
+func (a *stepAgg) clock() string {
+	switch {
+	case a.timed == 0:
+		return ""
+	case a.s.KernelStamped == a.timed:
+		return "kernel"
+	case a.s.KernelStamped == 0:
+		return "user"
+	default:
+		return "mixed"
 	}
 }
 
@@ -172,6 +213,7 @@ func (a *stepAgg) summary() results.StepSummary {
 	s.E2EFromSchedule = a.e2eSched.Stats()
 	s.ScheduleLag = a.lag.Stats()
 	s.CapWait, s.TimeToFirstByte = a.capWait.Stats(), a.ttfb.Stats()
+	s.Clock, s.ClientDelay, s.CoalescedBound = a.clock(), a.delay.Stats(), a.coalesced.Stats()
 	s.Warmup = a.warm.Requests
 	if a.warm.Requests > 0 {
 		w := a.warm
@@ -250,6 +292,15 @@ func (a *stepAgg) warnings(s results.StepSummary) []string {
 			),
 		)
 	}
+	if s.ChunksCoalesced > 0 {
+		w = append(w, fmt.Sprintf("%d of %d token chunks shared a read with a later event (the client read late): "+
+			"their kernel stamps are late by at most %.3f ms (p99 of the per-request bound %.3f ms)",
+			s.ChunksCoalesced, s.TokenChunks, s.CoalescedBound.Max, s.CoalescedBound.P99))
+	}
+	if s.Clock == "mixed" {
+		w = append(w, fmt.Sprintf("%d of %d timed requests had kernel receive stamps; the rest are timed in user space",
+			s.KernelStamped, a.timed))
+	}
 	var clamped int64
 	for _, m := range a.metrics() {
 		clamped += m.Clamped()
@@ -273,6 +324,7 @@ func (a *stepAgg) metrics() map[string]*results.Metric {
 		"schedule_lag_ms":       &a.lag,
 		"in_flight_cap_wait_ms": &a.capWait,
 		"ttfb_ms":               &a.ttfb,
+		"client_delay_ms":       &a.delay,
 	}
 }
 

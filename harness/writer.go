@@ -23,12 +23,15 @@ type msg struct {
 	lag *lagQuery
 }
 
-// lagQuery asks the writer for a step's schedule-lag p99 (warm-up
-// included), for StepMonitor.StepEnded.
+// lagQuery asks the writer for a step's schedule-lag and client-delay p99
+// (warm-up included), for StepMonitor.StepEnded.
 type lagQuery struct {
 	index int
-	reply chan time.Duration
+	reply chan lagReply
 }
+
+// lagReply answers a lagQuery; delay is -1 without kernel stamps.
+type lagReply struct{ lag, delay time.Duration }
 
 // writeLoop is the only writer of requests.jsonl and the only reader of
 // finished records: it encodes each line, feeds the step's aggregate and
@@ -45,11 +48,14 @@ func (r *runner) writeLoop(
 	aggs := map[int]*stepAgg{}
 	for m := range r.out {
 		if m.lag != nil {
-			var p99 time.Duration
+			rep := lagReply{delay: -1}
 			if a := aggs[m.lag.index]; a != nil && a.lagAll.Count() > 0 {
-				p99 = time.Duration(a.lagAll.Quantile(99) * 1e6)
+				rep.lag = time.Duration(a.lagAll.Quantile(99) * 1e6)
 			}
-			m.lag.reply <- p99
+			if a := aggs[m.lag.index]; a != nil && a.delayAll.Count() > 0 {
+				rep.delay = time.Duration(a.delayAll.Quantile(99) * 1e6)
+			}
+			m.lag.reply <- rep
 			continue
 		}
 		if m.end != nil {
@@ -118,12 +124,16 @@ func getRecord(maxTokens int) *results.Record {
 	if cap(gaps) < maxTokens {
 		gaps = make([]int64, 0, maxTokens)
 	}
-	*rec = results.Record{ChunkGapsNS: gaps}
+	delays := rec.ChunkDelaysNS[:0]
+	if cap(delays) < maxTokens+1 {
+		delays = make([]int64, 0, maxTokens+1)
+	}
+	*rec = results.Record{ChunkGapsNS: gaps, ChunkDelaysNS: delays}
 	return rec
 }
 
 func putRecord(rec *results.Record) {
-	if cap(rec.ChunkGapsNS) > 1<<16 {
+	if cap(rec.ChunkGapsNS) > 1<<16 || cap(rec.ChunkDelaysNS) > 1<<16 {
 		return // let unusually large ones go
 	}
 	recordPool.Put(rec)

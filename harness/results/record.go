@@ -62,6 +62,22 @@ type Record struct {
 	// only when some chunk carried other than exactly one.
 	ChunkTokens []int32 `json:"chunk_tokens,omitempty"`
 
+	// Kernel receive stamps (docs/kernel-stamps.md), present when the
+	// connection stamped its reads: the times above are user space, when
+	// the client's goroutine read each chunk; these say when its bytes
+	// reached the socket, on the same clock. ChunkDelaysNS[i] is token
+	// chunk i's user time minus its kernel time (0 when its read carried
+	// no stamp): the client's own delay, and the way back to the kernel
+	// time of every chunk (Record.KernelChunkTimes).
+	FirstTokenKernelNS int64   `json:"first_token_kernel_ns,omitempty"`
+	LastTokenKernelNS  int64   `json:"last_token_kernel_ns,omitempty"`
+	ChunkDelaysNS      []int64 `json:"chunk_delays_ns,omitempty"`
+	// ChunksCoalesced counts token chunks that shared one read with a later
+	// event, so their stamp is the later bytes' (late); CoalescedBoundNS is
+	// the most any of them can be late by.
+	ChunksCoalesced  int   `json:"chunks_coalesced,omitempty"`
+	CoalescedBoundNS int64 `json:"coalesced_bound_ns,omitempty"`
+
 	NIn           int  `json:"n_in"`                        // N_in: server usage when reported, else planned
 	NOut          int  `json:"n_out"`                       // N_out: server usage when reported, else counted
 	NOutCounted   int  `json:"n_out_counted"`               // tokens counted in the stream
@@ -104,6 +120,50 @@ func (r *Record) ChunkTimes() []int64 {
 		out = append(out, t)
 	}
 	return out
+}
+
+// KernelStamped reports whether r's token times come from kernel stamps.
+func (r *Record) KernelStamped() bool {
+	return r.FirstTokenKernelNS > 0 && len(r.ChunkDelaysNS) == len(r.ChunkGapsNS)+1
+}
+
+// FirstToken is t_ft on the best clock r has: the kernel's when stamped.
+func (r *Record) FirstToken() int64 {
+	if r.KernelStamped() {
+		return r.FirstTokenKernelNS
+	}
+	return r.FirstTokenNS
+}
+
+// LastToken is t_last on the best clock r has: the kernel's when stamped.
+func (r *Record) LastToken() int64 {
+	if r.KernelStamped() {
+		return r.LastTokenKernelNS
+	}
+	return r.LastTokenNS
+}
+
+// KernelChunkTimes returns the kernel arrival time of every token-carrying
+// chunk, or nil when r has no kernel stamps.
+func (r *Record) KernelChunkTimes() []int64 {
+	if !r.KernelStamped() {
+		return nil
+	}
+	out := r.ChunkTimes()
+	for i, d := range r.ChunkDelaysNS {
+		out[i] -= d
+	}
+	return out
+}
+
+// KernelGap returns the gap between token chunks i and i+1 on the best
+// clock r has, from ChunkGapsNS[i] and the two chunks' delays.
+func (r *Record) KernelGap(i int) int64 {
+	g := r.ChunkGapsNS[i]
+	if r.KernelStamped() {
+		g += r.ChunkDelaysNS[i] - r.ChunkDelaysNS[i+1]
+	}
+	return g
 }
 
 // ReadRecords reads a requests.jsonl file. A line that does not parse is an

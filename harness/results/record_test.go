@@ -16,6 +16,8 @@ func sampleRecords() []Record {
 			IntendedNS: 1_000, SentNS: 2_000, WroteNS: 2_500, FirstByteNS: 90_000_000, FirstTokenNS: 100_002_000,
 			LastTokenNS: 130_002_000, DoneNS: 130_100_000, ConnectNS: 40_000, ConnReused: true,
 			ChunkGapsNS: []int64{10_000_000, 20_000_000}, ChunkTokens: []int32{1, 1, 2},
+			FirstTokenKernelNS: 100_000_000, LastTokenKernelNS: 130_001_000,
+			ChunkDelaysNS: []int64{2_000, 3_000, 1_000}, ChunksCoalesced: 1, CoalescedBoundNS: 19_000_000,
 			NIn: 138, NOut: 4, NOutCounted: 4, UsageReported: true, NInPlanned: 128, MaxTokens: 4,
 			Status: 200, FinishReason: "length",
 		},
@@ -63,6 +65,21 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if got := out[0].ChunkTimes(); !reflect.DeepEqual(got, []int64{100_002_000, 110_002_000, 130_002_000}) {
 		t.Errorf("ChunkTimes = %v", got)
+	}
+	// Kernel times are the user-space ones less each chunk's delay, and the
+	// metrics' accessors prefer them.
+	r := &out[0]
+	if got := r.KernelChunkTimes(); !reflect.DeepEqual(got, []int64{100_000_000, 109_999_000, 130_001_000}) {
+		t.Errorf("KernelChunkTimes = %v", got)
+	}
+	if r.FirstToken() != 100_000_000 || r.LastToken() != 130_001_000 || r.KernelGap(0) != 9_999_000 {
+		t.Errorf("FirstToken %d LastToken %d KernelGap(0) %d", r.FirstToken(), r.LastToken(), r.KernelGap(0))
+	}
+	// Without kernel stamps they fall back to the user-space times.
+	u := &out[2]
+	u.FirstTokenNS, u.LastTokenNS = 5, 7
+	if u.KernelStamped() || u.FirstToken() != 5 || u.LastToken() != 7 || u.KernelChunkTimes() != nil {
+		t.Errorf("unstamped record: %v %d %d", u.KernelStamped(), u.FirstToken(), u.LastToken())
 	}
 }
 

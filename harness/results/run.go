@@ -20,6 +20,12 @@ type RunInfo[P any] struct {
 	// Added within format version 2: a run.json without it (an older run)
 	// says nothing about the network, and readers treat it as unmeasured.
 	Network []TargetNetwork `json:"network,omitempty"`
+	// TokenStamps says how token arrival was stamped over the run's
+	// connections: "kernel" (the kernel's receive stamps, user-space ones
+	// kept beside them), "user" or "mixed"; TokenStampNotes say why a
+	// connection fell back to user-space stamps (docs/kernel-stamps.md).
+	TokenStamps     string   `json:"token_stamps,omitempty"`
+	TokenStampNotes []string `json:"token_stamp_notes,omitempty"`
 }
 
 // Host describes the machine that ran the client, for run.json.

@@ -35,6 +35,22 @@ type StepSummary struct {
 	CapWait          Stats `json:"in_flight_cap_wait_ms"` // requests that waited for max_in_flight
 	TimeToFirstByte  Stats `json:"ttfb_ms"`
 
+	// Clock says which stamps token times came from: "kernel" (every
+	// timed request's chunks carried the kernel's receive stamps), "user"
+	// (none did: another OS, HTTP/2, or the option refused; run.json says
+	// why) or "mixed"; KernelStamped counts the requests timed by the kernel.
+	Clock         string `json:"clock"`
+	KernelStamped int    `json:"kernel_stamped"`
+	// ClientDelay is, per token chunk, user-space read time minus kernel
+	// receive time: how long tokens waited for the client, measured.
+	ClientDelay Stats `json:"client_delay_ms"`
+	// TokenChunks is how many token chunks were timed; ChunksCoalesced of
+	// them shared a read with a later event, so their kernel stamp is late
+	// by at most CoalescedBound (one sample per request that had any).
+	TokenChunks     int64 `json:"token_chunks"`
+	ChunksCoalesced int64 `json:"chunks_coalesced"`
+	CoalescedBound  Stats `json:"coalesced_error_bound_ms"`
+
 	OutputTokensPerS    float64 `json:"output_tokens_per_s"`
 	InputTokensPerS     float64 `json:"input_tokens_per_s"`
 	RequestsPerS        float64 `json:"requests_per_s"`
