@@ -21,6 +21,10 @@ type StepInfo struct {
 	// requests (warm-up included: the client's delay matters there too);
 	// set in StepEnded, so a monitor can flag a client that sent late.
 	ScheduleLagP99 time.Duration
+	// ClientDelayP99 is the p99 over the step's token chunks of user-space
+	// read time minus the kernel's receive stamp (warm-up included): the
+	// client's own delay, measured; -1 when no chunk carried a kernel stamp.
+	ClientDelayP99 time.Duration
 }
 
 // StepMonitor watches the client process during each step, so a result can
@@ -45,6 +49,7 @@ func clientStepLabel(s StepInfo) string {
 func (c clientStepMonitor) StepStarted(s StepInfo) { c.m.Begin(clientStepLabel(s)) }
 
 func (c clientStepMonitor) StepEnded(s StepInfo) (clientBound bool, reason string) {
-	v := c.m.EndStep(clientStepLabel(s), s.Index, s.ScheduleLagP99)
+	v := c.m.EndStepFigures(clientStepLabel(s), s.Index,
+		clientmon.StepFigures{ScheduleLagP99: s.ScheduleLagP99, ClientDelayP99: s.ClientDelayP99})
 	return v.ClientBound, v.Reason()
 }

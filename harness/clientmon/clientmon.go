@@ -8,9 +8,13 @@
 // in a buffer that the sampling loop never blocks on; a separate flusher
 // writes them as JSON lines (DIR/client.jsonl). Steps of a run are bracketed
 // by Begin/End (the harness calls them for every step of a run), and End judges the
-// step against a table of rules: CPU at or above a share of the available
-// cores, schedule lag p99 above a bound, Go scheduler latency p99 above a
-// bound, file descriptors near their limit. A step that breaks any rule is
+// step against a table of rules: the client's measured delay in reading
+// tokens (user-space read time minus the kernel's receive stamp) p99 above
+// a bound, first, as the one rule that measures rather than infers; CPU at
+// or above a share of the available cores, schedule lag p99 above a bound,
+// Go scheduler latency p99 above a bound (only when the delay was not
+// measured: it is the heuristic the measured delay replaces), file
+// descriptors near their limit. A step that breaks any rule is
 // client-bound, and the reason says which rule, with the measured figure, in
 // plain words.
 //
@@ -35,6 +39,7 @@ const (
 	DefaultCPUThreshold    = 0.85 // share of the available cores
 	DefaultMaxScheduleLag  = time.Millisecond
 	DefaultMaxSchedLatency = time.Millisecond
+	DefaultMaxClientDelay  = time.Millisecond
 	DefaultFDShare         = 0.90 // share of RLIMIT_NOFILE
 	// hostBusy is the host CPU (all cores) from which a client-bound
 	// verdict adds that other processes were competing.
@@ -65,6 +70,11 @@ func WithMaxScheduleLag(d time.Duration) Option { return func(m *Monitor) { m.ma
 // Zero turns the rule off.
 func WithMaxSchedLatency(d time.Duration) Option { return func(m *Monitor) { m.maxSched = d } }
 
+// WithMaxClientDelay sets the client delay p99 (tokens waiting in the
+// socket for the client to read them, measured from kernel receive stamps)
+// above which a step is client-bound (default 1 ms).
+func WithMaxClientDelay(d time.Duration) Option { return func(m *Monitor) { m.maxDelay = d } }
+
 // WithCores overrides the available cores (default AvailableCores()).
 func WithCores(n float64) Option { return func(m *Monitor) { m.cores = n } }
 
@@ -91,6 +101,7 @@ type Monitor struct {
 	cpuShare  float64
 	maxLag    time.Duration
 	maxSched  time.Duration
+	maxDelay  time.Duration
 	cores     float64
 	out       io.Writer
 	path      string
@@ -133,6 +144,7 @@ func New(opts ...Option) (*Monitor, error) {
 		cpuShare: DefaultCPUThreshold,
 		maxLag:   DefaultMaxScheduleLag,
 		maxSched: DefaultMaxSchedLatency,
+		maxDelay: DefaultMaxClientDelay,
 		sockets:  true,
 		steps:    map[string]*stepAcc{},
 	}
@@ -144,7 +156,7 @@ func New(opts ...Option) (*Monitor, error) {
 		return nil, fmt.Errorf("clientmon: interval %v must be positive", m.interval)
 	case m.cpuShare <= 0 || m.cpuShare > 1:
 		return nil, fmt.Errorf("clientmon: CPU threshold %v must be in (0, 1]", m.cpuShare)
-	case m.maxLag < 0, m.maxSched < 0:
+	case m.maxLag < 0, m.maxSched < 0, m.maxDelay < 0:
 		return nil, fmt.Errorf("clientmon: latency bounds must not be negative")
 	}
 	if m.cores <= 0 {
@@ -227,11 +239,23 @@ func (m *Monitor) End(name string, scheduleLagP99 time.Duration) results.Verdict
 // EndStep is End for a step of a run: index is its position in the run
 // (summary.json's step), kept in the verdict so a report can match them.
 func (m *Monitor) EndStep(name string, index int, scheduleLagP99 time.Duration) results.Verdict {
+	return m.EndStepFigures(name, index, StepFigures{ScheduleLagP99: scheduleLagP99, ClientDelayP99: LagUnknown})
+}
+
+// StepFigures are the harness's own measurements of a step, for the verdict.
+type StepFigures struct {
+	ScheduleLagP99 time.Duration // send − intended, p99; LagUnknown when not measured
+	ClientDelayP99 time.Duration // user-space read − kernel receive per token chunk, p99; LagUnknown without kernel stamps
+}
+
+// EndStepFigures is EndStep with every figure the harness measured.
+func (m *Monitor) EndStepFigures(name string, index int, f StepFigures) results.Verdict {
+	scheduleLagP99 := f.ScheduleLagP99
 	m.mu.Lock()
 	acc := m.steps[name]
 	m.mu.Unlock()
 	if acc == nil {
-		return results.Verdict{Kind: "step", Step: name, StepIndex: index, ScheduleLagP99MS: -1}
+		return results.Verdict{Kind: "step", Step: name, StepIndex: index, ScheduleLagP99MS: -1, ClientDelayP99MS: -1}
 	}
 	acc.v.StepIndex = index
 	cpuEnd, ok := processCPU()
@@ -258,6 +282,10 @@ func (m *Monitor) EndStep(name string, index int, scheduleLagP99 time.Duration) 
 		v.ScheduleLagP99MS = round3(float64(scheduleLagP99) / 1e6)
 	}
 	v.SchedLatencyP99MS = round3(acc.sched.quantile(0.99) * 1e3)
+	v.ClientDelayP99MS = -1
+	if f.ClientDelayP99 >= 0 {
+		v.ClientDelayP99MS = round3(float64(f.ClientDelayP99) / 1e6)
+	}
 	for _, r := range m.rules() {
 		if bad, why := r(v); bad {
 			v.ClientBound = true
@@ -290,6 +318,15 @@ type rule func(v results.Verdict) (bool, string)
 // rules is the client-bound rule table, each bound by the monitor's options.
 func (m *Monitor) rules() []rule {
 	return []rule{
+		// Tokens waited in the socket for the client: measured per chunk
+		// from the kernel's receive stamps, so it comes first.
+		func(v results.Verdict) (bool, string) {
+			d := time.Duration(v.ClientDelayP99MS * 1e6)
+			return v.ClientDelayP99MS >= 0 && d > m.maxDelay, fmt.Sprintf(
+				"client delay p99 %.2f ms > %.2f ms: tokens waited that long in the socket before the client read them "+
+					"(token times come from kernel stamps and stay exact, but the client is behind)",
+				v.ClientDelayP99MS, ms(m.maxDelay))
+		},
 		// The process used (nearly) all the cores it may use: requests and
 		// token reads queued behind each other inside the client.
 		func(v results.Verdict) (bool, string) {
@@ -302,10 +339,12 @@ func (m *Monitor) rules() []rule {
 			return v.ScheduleLagP99MS >= 0 && lag > m.maxLag, fmt.Sprintf(
 				"schedule lag p99 %.2f ms > %.2f ms: requests were sent late", v.ScheduleLagP99MS, ms(m.maxLag))
 		},
-		// Goroutines waited for a thread: their timestamps are late by as much.
+		// Goroutines waited for a thread: their timestamps are late by as
+		// much. Only a heuristic: where the client's delay was measured
+		// from kernel stamps, that figure judges instead.
 		func(v results.Verdict) (bool, string) {
 			lat := time.Duration(v.SchedLatencyP99MS * 1e6)
-			return m.maxSched > 0 && lat > m.maxSched, fmt.Sprintf(
+			return v.ClientDelayP99MS < 0 && m.maxSched > 0 && lat > m.maxSched, fmt.Sprintf(
 				"Go scheduler latency p99 %.2f ms > %.2f ms: goroutines waited to run, so timestamps may be late",
 				v.SchedLatencyP99MS,
 				ms(m.maxSched),

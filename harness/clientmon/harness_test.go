@@ -47,16 +47,21 @@ func TestVerdictInSummary(t *testing.T) {
 				clientmon.WithCPUThreshold(0.001),
 				clientmon.WithMaxSchedLatency(0),
 				clientmon.WithMaxScheduleLag(time.Hour),
+				clientmon.WithMaxClientDelay(time.Hour),
 			},
 			true,
 			"client CPU",
 		},
 		// Default CPU threshold: ten slow streams are far below 85 % of the
-		// cores. The lag and scheduler rules are off because a busy shared
-		// machine may break them on its own.
+		// cores. The lag, scheduler and client-delay rules are off because a
+		// busy shared machine may break them on its own.
 		{
 			"default CPU threshold",
-			[]clientmon.Option{clientmon.WithMaxSchedLatency(0), clientmon.WithMaxScheduleLag(time.Hour)},
+			[]clientmon.Option{
+				clientmon.WithMaxSchedLatency(0),
+				clientmon.WithMaxScheduleLag(time.Hour),
+				clientmon.WithMaxClientDelay(time.Hour),
+			},
 			false,
 			"",
 		},

@@ -52,7 +52,10 @@ type Verdict struct {
 	PeakCPUOfAvailable float64 `json:"peak_process_cpu_of_available_percent"`
 	PeakHostCPU        float64 `json:"peak_host_cpu_percent"`
 	// ScheduleLagP99MS is the harness's figure; -1 when it gave none.
-	ScheduleLagP99MS  float64 `json:"schedule_lag_p99_ms"`
+	ScheduleLagP99MS float64 `json:"schedule_lag_p99_ms"`
+	// ClientDelayP99MS is the p99 of user-space read time minus kernel
+	// receive time over the step's token chunks; -1 without kernel stamps.
+	ClientDelayP99MS  float64 `json:"client_delay_p99_ms"`
 	SchedLatencyP99MS float64 `json:"sched_latency_p99_ms"`
 	GCPauseMaxMS      float64 `json:"gc_pause_max_ms"`
 	PeakFDs           int32   `json:"peak_fds"`
