@@ -1,6 +1,7 @@
 package ceiling
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,8 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
@@ -26,11 +30,18 @@ import (
 // Config is a calibration run. The zero value of each field takes the
 // default shown by DefaultConfig.
 type Config struct {
-	// URL is a running mock (`testbed mock`); empty starts one in this
-	// process, which then shares the CPU with the client.
-	URL   string
-	Model string
-	// TTFT and ITL of the in-process mock (fixed mode, no jitter).
+	// URL is a running mock (`testbed mock`); empty starts one: a child
+	// process by default, or in this process with InProcess, where it
+	// shares the client's CPU, garbage collector and scheduler.
+	URL       string
+	InProcess bool
+	// MockCommand builds the child mock's command from the mock's flags;
+	// nil runs this executable's `mock` subcommand (testbed's own binary).
+	MockCommand func(args []string) *exec.Cmd
+	Model       string
+	// TTFT and ITL of the mock (fixed mode, no jitter): what a started mock
+	// serves, and the schedule a remote one is assumed to keep, for its
+	// lateness (server_lateness_ms).
 	TTFT, ITL time.Duration
 	// Request shape.
 	InputTokens, OutputTokens int
@@ -155,8 +166,21 @@ type Level struct {
 	// Requests is the number of measured requests compared with the truth.
 	Requests int `json:"requests"`
 	// ErrorMS pools every comparison: TTFT, E2E and each inter-token gap,
-	// client minus server, absolute.
-	ErrorMS          Quantiles    `json:"error_ms"`
+	// client minus server, absolute. The client's times are the kernel's
+	// receive stamps where the records have them (Clock says), so this is
+	// the client's error; ErrorUserMS is the same from user-space stamps.
+	ErrorMS     Quantiles `json:"error_ms"`
+	ErrorUserMS Quantiles `json:"error_user_ms"`
+	Clock       string    `json:"clock"` // "kernel", "user" or "mixed": the stamps ErrorMS used
+	// ServerLatenessMS is the mock's own lateness: each token chunk's write
+	// start minus its schedule (TTFT + i·ITL after dequeue), apart from
+	// the client's error, which is measured against the write start.
+	ServerLatenessMS Quantiles `json:"server_lateness_ms"`
+	// ClientDelayMS is user-space read time minus kernel receive time per
+	// token chunk; ChunksCoalesced the chunks that shared a read with a
+	// later one, whose stamps are late (included in ErrorMS).
+	ClientDelayMS    Quantiles    `json:"client_delay_ms"`
+	ChunksCoalesced  int64        `json:"chunks_coalesced"`
 	ScheduleLagMS    LagQuantiles `json:"schedule_lag_ms"`
 	ClientCPUPercent float64      `json:"client_cpu_percent"` // of the available cores, 0..100
 	TokensPerS       float64      `json:"tokens_per_s"`
@@ -219,23 +243,29 @@ func Find(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Start: time.Now()}
 	var truth truthSource
 	url := cfg.URL
-	if url == "" {
+	switch {
+	case url != "":
+		truth = &remoteTruth{base: baseURL(url)}
+		rep.Mock = "at " + url + " (another process; its schedule assumed TTFT " + cfg.TTFT.String() +
+			", ITL " + cfg.ITL.String() + " for its lateness)"
+	case cfg.InProcess:
 		m, err := startMock(cfg)
 		if err != nil {
 			return nil, err
 		}
 		defer m.close()
 		url, truth = m.url, m
-		rep.Mock = fmt.Sprintf(
-			"in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU with the client, so client CPU "+
-				"includes the mock's; use --url with a `testbed mock` in another process to measure the client alone",
-			url,
-			cfg.TTFT,
-			cfg.ITL,
-		)
-	} else {
-		truth = &remoteTruth{base: baseURL(url)}
-		rep.Mock = "at " + url + " (another process)"
+		rep.Mock = fmt.Sprintf("in-process at %s (fixed TTFT %v, ITL %v): the mock shares this process's CPU, "+
+			"garbage collector and scheduler with the client, so the figures are the pair's", url, cfg.TTFT, cfg.ITL)
+	default:
+		m, err := startChild(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer m.close()
+		url, truth = m.url, &remoteTruth{base: m.url}
+		rep.Mock = fmt.Sprintf("child process %d at %s (fixed TTFT %v, ITL %v): the client is measured alone",
+			m.cmd.Process.Pid, url, cfg.TTFT, cfg.ITL)
 	}
 	fmt.Fprintf(cfg.Log, "calibrating against the mock %s\n", rep.Mock)
 
@@ -358,7 +388,7 @@ func runLevel(
 		return nil, fmt.Errorf("calibrate: level %s: %w", name, err)
 	}
 	lv := &Level{Concurrency: c, Rate: r, Dir: dir}
-	compare(lv, recs, truth)
+	compare(lv, recs, truth, schedule{ttft: cfg.TTFT, itl: cfg.ITL})
 	if len(res.Summary.Steps) > 0 {
 		s := res.Summary.Steps[0]
 		lv.ScheduleLagMS = LagQuantiles{P50: round(s.ScheduleLag.P50, 3), P99: round(s.ScheduleLag.P99, 3)}
@@ -486,53 +516,65 @@ func (lv *Level) line() string {
 	if lv.OverLimit {
 		verdict = "OVER: " + lv.Reason
 	}
-	return fmt.Sprintf(
-		"%s %6d req  error p50 %.3f p99 %.3f max %.3f ms  lag p99 %.3f ms  cpu %3.0f%%  %8.0f tok/s %7.1f req/s  %s",
-		load,
-		lv.Requests,
-		lv.ErrorMS.P50,
-		lv.ErrorMS.P99,
-		lv.ErrorMS.Max,
-		lv.ScheduleLagMS.P99,
-		lv.ClientCPUPercent,
-		lv.TokensPerS,
-		lv.RequestsPerS,
-		verdict,
-	)
+	return fmt.Sprintf("%s %6d req  client error (%s stamps) p50 %.3f p99 %.3f max %.3f ms  user-stamp p99 %.3f ms  "+
+		"server late p99 %.3f ms  lag p99 %.3f ms  cpu %3.0f%%  %8.0f tok/s %7.1f req/s  %s",
+		load, lv.Requests, lv.Clock, lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max, lv.ErrorUserMS.P99,
+		lv.ServerLatenessMS.P99, lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
 }
 
 // WriteTable prints the report as a table with the sentence last.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "mock:", r.Mock)
-	fmt.Fprintf(
-		w,
-		"%-8s %7s %25s %10s %6s %10s %9s  %s\n",
-		"level",
-		"requests",
-		"error ms p50/p99/max",
-		"lag p99",
-		"cpu%",
-		"tok/s",
-		"req/s",
-		"verdict",
-	)
+	fmt.Fprintln(w, "client error: client − mock, from the kernel's receive stamps (clock kernel) or user-space ones; "+
+		"user stamps: the same from user-space stamps; server late: the mock's write start − its schedule")
+	fmt.Fprintf(w, "%-8s %8s %-6s %25s %12s %12s %9s %6s %10s %9s  %s\n", "level", "requests", "clock",
+		"client error ms p50/p99/max", "user stamps", "server late", "lag p99", "cpu%", "tok/s", "req/s", "verdict")
+	fmt.Fprintf(w, "%-8s %8s %-6s %25s %12s %12s\n", "", "", "", "", "p99 ms", "p99 ms")
 	for _, lv := range r.Levels {
 		load := results.LoadLabel(lv.Concurrency, lv.Rate)
 		verdict := "ok"
 		if lv.OverLimit {
 			verdict = "over: " + lv.Reason
 		}
-		fmt.Fprintf(w, "%-8s %7d %25s %10.3f %6.0f %10.0f %9.1f  %s\n", load, lv.Requests,
-			fmt.Sprintf("%.3f/%.3f/%.3f", lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max),
-			lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
+		fmt.Fprintf(w, "%-8s %8d %-6s %25s %12.3f %12.3f %9.3f %6.0f %10.0f %9.1f  %s\n", load, lv.Requests, lv.Clock,
+			fmt.Sprintf("%.3f/%.3f/%.3f", lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max), lv.ErrorUserMS.P99,
+			lv.ServerLatenessMS.P99, lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
 	}
 	fmt.Fprintf(w, "ceiling: %s\n", r.Ceiling.Reason)
 	fmt.Fprintln(w, r.Sentence)
 }
 
-// compare fills the level's error figures from its records and the truth.
-func compare(lv *Level, recs []results.Record, truth truthSource) {
-	var all, ttft, itl, e2e []float64
+// schedule is the fixed-mode mock's: token i is due TTFT + i·ITL after
+// the request leaves the mock's queue.
+type schedule struct{ ttft, itl time.Duration }
+
+// lateness appends each token chunk's write start minus its due time, in ms.
+func (s schedule) lateness(t mockllm.Truth, out []float64) []float64 {
+	for i, w := range t.TokenNS {
+		due := t.DequeuedNS + int64(s.ttft) + int64(i)*int64(s.itl)
+		out = append(out, float64(w-due)/1e6)
+	}
+	return out
+}
+
+// errors are one request's client-minus-server differences, in ms, for
+// chunk arrival times client (TTFT and E2E signed, then each gap).
+func requestErrors(client []int64, sent int64, t mockllm.Truth) (ttft, e2e float64, gaps []float64) {
+	ttft = float64((client[0]-sent)-(t.FirstTokenNS-t.ArrivalNS)) / 1e6
+	e2e = float64((client[len(client)-1]-sent)-(t.LastTokenNS-t.ArrivalNS)) / 1e6
+	gaps = make([]float64, 0, len(client)-1)
+	for j := 1; j < len(client); j++ {
+		gaps = append(gaps, float64((client[j]-client[j-1])-(t.TokenNS[j]-t.TokenNS[j-1]))/1e6)
+	}
+	return ttft, e2e, gaps
+}
+
+// compare fills the level's error figures from its records and the truth:
+// the client's error from kernel stamps where the records have them, the
+// same from user-space stamps beside it, and the mock's own lateness.
+func compare(lv *Level, recs []results.Record, truth truthSource, sched schedule) {
+	var all, allUser, ttft, itl, e2e, late, delay []float64
+	kernel := 0
 	for i := range recs {
 		rec := &recs[i]
 		if rec.Warmup {
@@ -543,31 +585,50 @@ func compare(lv *Level, recs []results.Record, truth truthSource) {
 			continue
 		}
 		t, ok := truth.get(rec.ID)
-		client := rec.ChunkTimes()
-		if !ok || len(t.TokenNS) != len(client) || len(client) == 0 {
+		user := rec.ChunkTimes()
+		if !ok || len(t.TokenNS) != len(user) || len(user) == 0 {
 			lv.Unmatched++
 			continue
 		}
 		lv.Requests++
-		dT := float64((rec.FirstTokenNS-rec.SentNS)-(t.FirstTokenNS-t.ArrivalNS)) / 1e6
-		dE := float64((rec.LastTokenNS-rec.SentNS)-(t.LastTokenNS-t.ArrivalNS)) / 1e6
+		late = sched.lateness(t, late)
+		client := user
+		if k := rec.KernelChunkTimes(); k != nil {
+			client = k
+			kernel++
+			lv.ChunksCoalesced += int64(rec.ChunksCoalesced)
+			for _, d := range rec.ChunkDelaysNS {
+				delay = append(delay, float64(d)/1e6)
+			}
+		}
+		dT, dE, gaps := requestErrors(client, rec.SentNS, t)
 		if dT < 0 {
 			lv.ImpossibleTT++
 		}
 		ttft, e2e = append(ttft, dT), append(e2e, dE)
 		all = append(all, abs(dT), abs(dE))
-		for j := 1; j < len(client); j++ {
-			d := float64((client[j]-client[j-1])-(t.TokenNS[j]-t.TokenNS[j-1])) / 1e6
-			itl = append(itl, d)
-			all = append(all, abs(d))
+		for _, g := range gaps {
+			itl = append(itl, abs(g))
+			all = append(all, abs(g))
+		}
+		uT, uE, uGaps := requestErrors(user, rec.SentNS, t)
+		allUser = append(allUser, abs(uT), abs(uE))
+		for _, g := range uGaps {
+			allUser = append(allUser, abs(g))
 		}
 	}
-	lv.ErrorMS = quantiles(all)
-	lv.TTFTErrorMS, lv.E2EErrorMS = quantiles(ttft), quantiles(e2e)
-	for i := range itl {
-		itl[i] = abs(itl[i])
+	lv.ErrorMS, lv.ErrorUserMS = quantiles(all), quantiles(allUser)
+	lv.TTFTErrorMS, lv.E2EErrorMS, lv.ITLErrorMS = quantiles(ttft), quantiles(e2e), quantiles(itl)
+	lv.ServerLatenessMS, lv.ClientDelayMS = quantiles(late), quantiles(delay)
+	switch {
+	case lv.Requests == 0:
+	case kernel == lv.Requests:
+		lv.Clock = "kernel"
+	case kernel == 0:
+		lv.Clock = "user"
+	default:
+		lv.Clock = "mixed"
 	}
-	lv.ITLErrorMS = quantiles(itl)
 }
 
 func abs(v float64) float64 {
@@ -697,4 +758,123 @@ func (r *remoteTruth) get(id string) (mockllm.Truth, bool) {
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
+}
+
+// childMock is the mock in a child process: this executable's `mock`
+// subcommand (or Config.MockCommand's), on a free loopback port.
+type childMock struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error // the child's exit
+}
+
+// childStartup bounds how long the child may take to say where it listens.
+const childStartup = 30 * time.Second
+
+// startChild starts the mock in a child process and waits until it
+// listens, which it says on stdout ("... on http://ADDR").
+func startChild(ctx context.Context, cfg Config) (*childMock, error) {
+	args := []string{"--addr", "127.0.0.1:0", "--profile", "ideal", "--ttft", cfg.TTFT.String(),
+		"--itl", cfg.ITL.String(), "--jitter", "none", "--model", cfg.Model, "--seed", strconv.FormatInt(cfg.Seed, 10)}
+	build := cfg.MockCommand
+	if build == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: mock child: %w", err)
+		}
+		build = func(a []string) *exec.Cmd { return exec.Command(exe, append([]string{"mock"}, a...)...) }
+	}
+	cmd := build(args)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: mock child: %w", err)
+	}
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("calibrate: mock child %s: %w", cmd.Path, err)
+	}
+	m := &childMock{cmd: cmd, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u := servingURL(sc.Text()); u != "" {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		m.done <- cmd.Wait() // after the last read of the pipe, as exec requires
+	}()
+	timer := time.NewTimer(childStartup)
+	defer timer.Stop()
+	select {
+	case m.url = <-urls:
+		return m, nil
+	case err := <-m.done:
+		return nil, fmt.Errorf("calibrate: mock child exited before listening (%v): %s", err, stderr.String())
+	case <-timer.C:
+		m.close()
+		return nil, fmt.Errorf("calibrate: mock child said nowhere it listens within %v: %s", childStartup, stderr.String())
+	case <-ctx.Done():
+		m.close()
+		return nil, fmt.Errorf("calibrate: mock child: %w", ctx.Err())
+	}
+}
+
+// servingURL reads the mock's "serving ... on http://ADDR" line.
+func servingURL(line string) string {
+	if !strings.HasPrefix(line, "testbed mock: serving") {
+		return ""
+	}
+	i := strings.LastIndex(line, " on ")
+	if i < 0 {
+		return ""
+	}
+	u := strings.TrimSpace(line[i+4:])
+	if !strings.HasPrefix(u, "http://") {
+		return ""
+	}
+	return u
+}
+
+// close interrupts the child, which drains and exits, and kills it if it
+// has not within a few seconds.
+func (m *childMock) close() {
+	if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
+		_ = m.cmd.Process.Kill()
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-m.done:
+	case <-t.C:
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	}
+}
+
+// tailBuffer keeps the last few KiB a child wrote, for an error message.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = t.b[len(t.b)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }

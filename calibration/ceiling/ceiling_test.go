@@ -27,6 +27,9 @@ func smallConfig(t *testing.T) Config {
 		StepDuration: 400 * time.Millisecond,
 		MaxError:     time.Hour, MaxLag: time.Hour, CPUShare: 1, MaxFailures: 0.5,
 		OutDir: t.TempDir(),
+		// A test binary is not testbed: it cannot be the child mock
+		// (cmd/testbed's tests run that one).
+		InProcess: true,
 	}
 }
 
@@ -266,7 +269,8 @@ func TestCompare(t *testing.T) {
 		{ID: "a", Warmup: true, Stream: true, SentNS: 1, FirstTokenNS: 2, LastTokenNS: 3},
 	}
 	var lv Level
-	compare(&lv, recs, truth)
+	sched := schedule{ttft: 10 * time.Microsecond, itl: 5 * time.Microsecond}
+	compare(&lv, recs, truth, sched)
 	if lv.Requests != 1 || lv.Unmatched != 2 || lv.Failed != 1 || lv.ImpossibleTT != 0 {
 		t.Fatalf("counts %+v", lv)
 	}
@@ -277,7 +281,7 @@ func TestCompare(t *testing.T) {
 	// A client TTFT below the server's is flagged as impossible.
 	recs[0].FirstTokenNS = 5_000
 	lv = Level{}
-	compare(&lv, recs[:1], truth)
+	compare(&lv, recs[:1], truth, sched)
 	if lv.ImpossibleTT != 1 {
 		t.Errorf("client TTFT below server's not flagged: %+v", lv)
 	}
@@ -328,4 +332,38 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// compare with kernel stamps: the error comes from them, the user-space
+// error stands beside it, and the mock's lateness is apart from both.
+func TestCompareKernelStamps(t *testing.T) {
+	t.Parallel()
+	sched := schedule{ttft: 10 * time.Microsecond, itl: 5 * time.Microsecond}
+	// Server: tokens due at 10, 15, 20 µs; the last written 1 µs late.
+	truth := fixedTruth{"k": {ID: "k", TokenNS: []int64{10_000, 15_000, 21_000}, FirstTokenNS: 10_000, LastTokenNS: 21_000}}
+	for _, tc := range []struct {
+		name                  string
+		delays                []int64
+		clock                 string
+		errP99, userP99, late float64
+	}{
+		// The client read every chunk 3 ms after the kernel had it: the
+		// kernel-stamped error is nil, the user-space one 3 ms at E2E and TTFT.
+		{"stamped", []int64{3_000_000, 3_000_000, 3_000_000}, "kernel", 0, 3, 0.001},
+		// No stamps: both errors are the user-space one.
+		{"unstamped", nil, "user", 3, 3, 0.001},
+	} {
+		rec := results.Record{ID: "k", Stream: true, FirstTokenNS: 3_010_000, LastTokenNS: 3_021_000,
+			ChunkGapsNS: []int64{5_000, 6_000}, ChunkDelaysNS: tc.delays}
+		if tc.delays != nil {
+			rec.FirstTokenKernelNS, rec.LastTokenKernelNS = 10_000, 21_000
+		}
+		var lv Level
+		compare(&lv, []results.Record{rec}, truth, sched)
+		if lv.Clock != tc.clock || lv.ErrorMS.P99 != tc.errP99 || lv.ErrorUserMS.P99 != tc.userP99 ||
+			lv.ServerLatenessMS.Max != tc.late {
+			t.Errorf("%s: clock %q, error %+v, user error %+v, lateness %+v", tc.name, lv.Clock, lv.ErrorMS,
+				lv.ErrorUserMS, lv.ServerLatenessMS)
+		}
+	}
 }

@@ -26,11 +26,10 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	def := ceiling.DefaultConfig()
 	quick := fs.Bool("quick", false, "short run: c=1,10,100 and 50,200 req/s, 1s per level")
-	url := fs.String(
-		"url",
-		"",
-		"base URL of a mock running in another process (testbed mock); default: start one in this process, sharing its CPU",
-	)
+	url := fs.String("url", "", "base URL of a mock running in another process (testbed mock); "+
+		"default: start one as a child process")
+	inProcess := fs.Bool("in-process", false, "run the mock inside this process, sharing its CPU, garbage collector "+
+		"and scheduler (the figures are then the pair's)")
 	model := fs.String("model", def.Model, "model name the mock serves")
 	out := fs.String("o", "", "results directory (default results/calibrate-<time>)")
 	conc := intList(def.Concurrency)
@@ -39,8 +38,8 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&rates, "rate", "open-loop ladder in req/s, stopped at its first level over a limit")
 	noRates := fs.Bool("no-rate", false, "skip the rate ladder")
 	dur := fs.Duration("duration", def.StepDuration, "measured time per level (after one warm-up round)")
-	ttft := fs.Duration("ttft", def.TTFT, "in-process mock's TTFT")
-	itl := fs.Duration("itl", def.ITL, "in-process mock's ITL")
+	ttft := fs.Duration("ttft", def.TTFT, "the started mock's TTFT (with --url: the running mock's, for its lateness)")
+	itl := fs.Duration("itl", def.ITL, "the started mock's ITL (with --url: the running mock's, for its lateness)")
 	in := fs.Int("input-tokens", def.InputTokens, "prompt tokens per request")
 	outTok := fs.Int("output-tokens", def.OutputTokens, "output tokens per request")
 	maxErr := fs.Duration("max-error", def.MaxError, "limit on measurement error p99")
@@ -74,6 +73,10 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			apply()
 		}
 	}
+	if *inProcess && *url != "" {
+		return fmt.Errorf("calibrate: --in-process and --url name two different mocks: %w", errUsage)
+	}
+	cfg.InProcess = *inProcess
 	if *noRates {
 		cfg.Rates = []float64{}
 	}
