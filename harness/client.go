@@ -67,6 +67,9 @@ func newClient(p *Plan, t Target, connection string, t0 time.Time, maxConns int)
 	}
 	dialer := &net.Dialer{Timeout: p.Timeouts.Connect.D(), KeepAlive: 30 * time.Second}
 	dial := dialer.DialContext
+	if t.link != nil {
+		dial = t.link.DialContext // through the emulated link, paying its handshake
+	}
 	stamps := &stampReport{}
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would add its own latency to every number

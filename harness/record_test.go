@@ -131,7 +131,9 @@ func TestSummarizeKernelStamps(t *testing.T) {
 			ChunksCoalesced: coalesced, CoalescedBoundNS: int64(coalesced) * 3e6}
 	}
 	user := stamped(0)
-	user.FirstTokenKernelNS, user.LastTokenKernelNS, user.ChunkDelaysNS = 0, 0, nil
+	user.FirstTokenKernelNS = 0
+	user.LastTokenKernelNS = 0
+	user.ChunkDelaysNS = nil
 	for _, tc := range []struct {
 		name      string
 		recs      []results.Record

@@ -213,7 +213,9 @@ func (a *stepAgg) summary() results.StepSummary {
 	s.E2EFromSchedule = a.e2eSched.Stats()
 	s.ScheduleLag = a.lag.Stats()
 	s.CapWait, s.TimeToFirstByte = a.capWait.Stats(), a.ttfb.Stats()
-	s.Clock, s.ClientDelay, s.CoalescedBound = a.clock(), a.delay.Stats(), a.coalesced.Stats()
+	s.Clock = a.clock()
+	s.ClientDelay = a.delay.Stats()
+	s.CoalescedBound = a.coalesced.Stats()
 	s.Warmup = a.warm.Requests
 	if a.warm.Requests > 0 {
 		w := a.warm

@@ -617,9 +617,13 @@ func compare(lv *Level, recs []results.Record, truth truthSource, sched schedule
 			allUser = append(allUser, abs(g))
 		}
 	}
-	lv.ErrorMS, lv.ErrorUserMS = quantiles(all), quantiles(allUser)
-	lv.TTFTErrorMS, lv.E2EErrorMS, lv.ITLErrorMS = quantiles(ttft), quantiles(e2e), quantiles(itl)
-	lv.ServerLatenessMS, lv.ClientDelayMS = quantiles(late), quantiles(delay)
+	lv.ErrorMS = quantiles(all)
+	lv.ErrorUserMS = quantiles(allUser)
+	lv.TTFTErrorMS = quantiles(ttft)
+	lv.E2EErrorMS = quantiles(e2e)
+	lv.ITLErrorMS = quantiles(itl)
+	lv.ServerLatenessMS = quantiles(late)
+	lv.ClientDelayMS = quantiles(delay)
 	switch {
 	case lv.Requests == 0:
 	case kernel == lv.Requests:

@@ -340,7 +340,9 @@ func TestCompareKernelStamps(t *testing.T) {
 	t.Parallel()
 	sched := schedule{ttft: 10 * time.Microsecond, itl: 5 * time.Microsecond}
 	// Server: tokens due at 10, 15, 20 µs; the last written 1 µs late.
-	truth := fixedTruth{"k": {ID: "k", TokenNS: []int64{10_000, 15_000, 21_000}, FirstTokenNS: 10_000, LastTokenNS: 21_000}}
+	truth := fixedTruth{"k": {
+		ID: "k", TokenNS: []int64{10_000, 15_000, 21_000}, FirstTokenNS: 10_000, LastTokenNS: 21_000,
+	}}
 	for _, tc := range []struct {
 		name                  string
 		delays                []int64

@@ -245,7 +245,9 @@ func (m *Monitor) EndStep(name string, index int, scheduleLagP99 time.Duration) 
 // StepFigures are the harness's own measurements of a step, for the verdict.
 type StepFigures struct {
 	ScheduleLagP99 time.Duration // send − intended, p99; LagUnknown when not measured
-	ClientDelayP99 time.Duration // user-space read − kernel receive per token chunk, p99; LagUnknown without kernel stamps
+	// ClientDelayP99 is user-space read − kernel receive per token chunk,
+	// p99; LagUnknown without kernel stamps.
+	ClientDelayP99 time.Duration
 }
 
 // EndStepFigures is EndStep with every figure the harness measured.
