@@ -93,6 +93,11 @@ var agentMetrics = []struct {
 		func(d results.Device) (float64, bool) { return u64(d.XIDErrors) },
 	},
 	{
+		"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+		"Ratio of cycles any tensor pipe is active, from NVML GPM ANY_TENSOR_UTIL since the previous scrape.",
+		func(d results.Device) (float64, bool) { return ratio(d.TensorUtilPercent) },
+	},
+	{
 		"DCGM_FI_PROF_SM_ACTIVE",
 		"Ratio of SM busy time, from NVML GPM SM_UTIL since the previous scrape.",
 		func(d results.Device) (float64, bool) { return ratio(d.SMUtilPercent) },

@@ -288,6 +288,7 @@ var gpmMetrics = [...]nvml.GpmMetricId{
 	nvml.GPM_METRIC_SM_UTIL,
 	nvml.GPM_METRIC_SM_OCCUPANCY,
 	nvml.GPM_METRIC_DRAM_BW_UTIL,
+	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
 }
 
 // readGPM takes a GPM sample and, from the second reading on, computes the
@@ -303,7 +304,8 @@ func (n *NVML) readGPM(d *nvmlDevice, st *gpmState, out *results.Device, check f
 			mg.Metrics[i].MetricId = uint32(id)
 		}
 		if check("gpm metrics", n.lib.GpmMetricsGet(&mg)) {
-			dst := [...]**float64{&out.SMUtilPercent, &out.SMOccupancyPercent, &out.DRAMBWUtilPercent}
+			dst := [...]**float64{&out.SMUtilPercent, &out.SMOccupancyPercent, &out.DRAMBWUtilPercent,
+				&out.TensorUtilPercent}
 			for i := range gpmMetrics {
 				if m := mg.Metrics[i]; nvml.Return(m.NvmlReturn) == nvml.SUCCESS {
 					*dst[i] = ptr(m.Value)

@@ -72,6 +72,8 @@ func (g *fakeGPM) install(s *server.Server) {
 				m.Metrics[i].Value = 40
 			case nvml.GPM_METRIC_DRAM_BW_UTIL:
 				m.Metrics[i].Value = 55.5
+			case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
+				m.Metrics[i].Value = 33
 			default:
 				m.Metrics[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
 			}
@@ -234,6 +236,9 @@ func TestNVMLReadsEveryFigure(t *testing.T) {
 		if d.SMOccupancyPercent == nil || *d.SMOccupancyPercent != 40 || d.DRAMBWUtilPercent == nil ||
 			*d.DRAMBWUtilPercent != 55.5 {
 			t.Errorf("device %d occupancy/DRAM = %v/%v, want 40/55.5", i, d.SMOccupancyPercent, d.DRAMBWUtilPercent)
+		}
+		if d.TensorUtilPercent == nil || *d.TensorUtilPercent != 33 {
+			t.Errorf("device %d tensor util = %v, want 33", i, d.TensorUtilPercent)
 		}
 	}
 	if err := n.Close(); err != nil {

@@ -52,6 +52,7 @@ const (
 	FigGPUUtil       = "gpu_util_percent"             // NVML/DCGM: share of time a kernel ran
 	FigSMActive      = "sm_active_percent"            // GPM SM_UTIL or DCGM_FI_PROF_SM_ACTIVE
 	FigSMOccupancy   = "sm_occupancy_percent"         // GPM or DCGM_FI_PROF_SM_OCCUPANCY
+	FigTensor        = "tensor_util_percent"          // GPM ANY_TENSOR_UTIL or DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
 	FigDRAMBW        = "dram_bw_util_percent"         // GPM DRAM_BW_UTIL or DCGM_FI_PROF_DRAM_ACTIVE
 	FigMemUtil       = "mem_util_percent"             // memory controller busy (NVML, DCGM_FI_DEV_MEM_COPY_UTIL)
 	FigMemUsed       = "mem_used_gib"                 // framebuffer used
@@ -230,7 +231,7 @@ func aggregate(w Window, gauges []reading, counters []counterReading, minSamples
 
 // figOrder is the order figures are listed in, server first, then GPU.
 var figOrder = []string{FigRunning, FigWaiting, FigKVCache, FigPreemptions, FigPrefixHitRate, FigServerTTFT,
-	FigGPUUtil, FigSMActive, FigSMOccupancy, FigDRAMBW, FigMemUtil, FigMemUsed, FigMemTotal, FigPower,
+	FigGPUUtil, FigSMActive, FigSMOccupancy, FigTensor, FigDRAMBW, FigMemUtil, FigMemUsed, FigMemTotal, FigPower,
 	FigPowerLimit, FigSMClock, FigMemClock, FigThrottled, FigTemp, FigPCIeTx, FigPCIeRx}
 
 func figRank(name string) int {
@@ -348,6 +349,7 @@ func deviceReadings(s *results.Sample, t int64) []reading {
 		opt(FigSMActive, d.SMUtilPercent)
 		opt(FigSMOccupancy, d.SMOccupancyPercent)
 		opt(FigDRAMBW, d.DRAMBWUtilPercent)
+		opt(FigTensor, d.TensorUtilPercent)
 		opt(FigMemUtil, d.MemUtilPercent)
 		if d.MemUsedBytes != nil {
 			add(FigMemUsed, float64(*d.MemUsedBytes)/gib)
@@ -389,6 +391,7 @@ var dcgmFigures = map[string]struct {
 	"DCGM_FI_PROF_SM_ACTIVE":             {FigSMActive, 100},
 	"DCGM_FI_PROF_SM_OCCUPANCY":          {FigSMOccupancy, 100},
 	"DCGM_FI_PROF_DRAM_ACTIVE":           {FigDRAMBW, 100},
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":    {FigTensor, 100},
 	"DCGM_FI_DEV_MEM_COPY_UTIL":          {FigMemUtil, 1},
 	"DCGM_FI_DEV_FB_USED":                {FigMemUsed, 1.0 / 1024},
 	"DCGM_FI_DEV_POWER_USAGE":            {FigPower, 1},

@@ -504,7 +504,7 @@ func (c *satCtx) sentence(k *Knee, kind string, at float64, ev []Evidence) strin
 	}
 	if ki >= 0 {
 		if v, ok := c.max(ki, FigKVCache); ok && !named[BoundKVCache] {
-			parts = append(parts, fmt.Sprintf("KV cache %.0f %%", v))
+			parts = append(parts, "KV cache "+pctText(v))
 		}
 		if v, ok := c.mean(ki, FigGPUUtil); ok && !named[BoundCompute] {
 			parts = append(parts, fmt.Sprintf("GPU util %.0f %%", v))
@@ -517,6 +517,15 @@ func (c *satCtx) sentence(k *Knee, kind string, at float64, ev []Evidence) strin
 }
 
 func fmtLoad(v float64) string { return fmt.Sprintf("%g", v) }
+
+// pctText writes a percentage with a decimal below 10 %, so a nearly
+// empty cache does not read as 0.
+func pctText(v float64) string {
+	if v < 10 && v != math.Trunc(v) {
+		return fmt.Sprintf("%.1f %%", v)
+	}
+	return fmt.Sprintf("%.0f %%", v)
+}
 
 // Spearman is the rank correlation of x and y (average ranks for ties),
 // and whether it is defined: at least three pairs, neither constant.

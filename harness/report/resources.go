@@ -21,6 +21,7 @@ var resourceColumns = []struct {
 	{analysis.FigGPUUtil, "GPU util %"},
 	{analysis.FigSMActive, "SM active %"},
 	{analysis.FigSMOccupancy, "SM occ. %"},
+	{analysis.FigTensor, "tensor %"},
 	{analysis.FigDRAMBW, "DRAM BW %"},
 	{analysis.FigMemUsed, "mem used GiB"},
 	{analysis.FigPower, "power W"},

@@ -71,6 +71,9 @@ type Device struct {
 	SMUtilPercent      *float64 `json:"sm_util_percent,omitempty"`
 	SMOccupancyPercent *float64 `json:"sm_occupancy_percent,omitempty"`
 	DRAMBWUtilPercent  *float64 `json:"dram_bw_util_percent,omitempty"`
+	// TensorUtilPercent is GPM's ANY_TENSOR_UTIL: the share of time any
+	// tensor-core pipe was busy.
+	TensorUtilPercent *float64 `json:"tensor_util_percent,omitempty"`
 	// Errors lists the figures that failed with an unexpected NVML error.
 	Errors []string `json:"errors,omitempty"`
 }
