@@ -183,7 +183,7 @@ func (c *client) preflight(ctx context.Context) error {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("target %q is unreachable at %s: %w", c.target.Name, c.target.URL, err)
+		return fmt.Errorf("target %q is unreachable at %s: %w", c.target.Name, redactURL(c.target.URL), err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()

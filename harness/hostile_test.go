@@ -173,6 +173,15 @@ func TestHostileServers(t *testing.T) {
 				}
 			}
 			st := res.Summary.Steps[0]
+			retried := 0
+			for _, r := range recs {
+				if r.RetryWaitNS > 0 {
+					retried++
+				}
+			}
+			if st.RetryWait.Count != int64(retried) {
+				t.Errorf("summary: retry waits of %d requests, records hold %d", st.RetryWait.Count, retried)
+			}
 			if tc.want != "" && (st.OK != 0 || st.Errors[tc.want] != 6 || st.GoodputRequestsPerS != 0) {
 				t.Errorf("summary: ok %d, errors %v, goodput %v; want every request failed",
 					st.OK, st.Errors, st.GoodputRequestsPerS)

@@ -63,6 +63,7 @@ type stepAgg struct {
 	delay, coalesced                          results.Metric // client delay per chunk, coalescing bound per request
 	lagAll, delayAll                          results.Metric // warm-up included, for StepMonitor
 	timed                                     int            // requests with a first token
+	retryWait                                 results.Metric // requests retried after a 429
 	wTTFT, wE2E                               results.Metric
 	warm                                      results.WarmupSummary
 	good                                      int
@@ -118,6 +119,9 @@ func (a *stepAgg) add(r *results.Record) {
 	a.end = max(a.end, r.DoneNS)
 	if r.CapWaitNS > 0 {
 		a.capWait.Add(r.CapWaitNS, 1)
+	}
+	if r.RetryWaitNS > 0 {
+		a.retryWait.Add(r.RetryWaitNS, 1)
 	}
 	if !r.OK() {
 		a.s.Errors[r.ErrorClass]++
@@ -216,6 +220,7 @@ func (a *stepAgg) summary() results.StepSummary {
 	s.Clock = a.clock()
 	s.ClientDelay = a.delay.Stats()
 	s.CoalescedBound = a.coalesced.Stats()
+	s.RetryWait = a.retryWait.Stats()
 	s.Warmup = a.warm.Requests
 	if a.warm.Requests > 0 {
 		w := a.warm
@@ -282,6 +287,17 @@ func (a *stepAgg) warnings(s results.StepSummary) []string {
 				"%d requests waited for max_in_flight (p99 %.1f ms); counted in latency from schedule",
 				s.CapWait.Count,
 				s.CapWait.P99,
+			),
+		)
+	}
+	if s.RetryWait.Count > 0 {
+		w = append(
+			w,
+			fmt.Sprintf(
+				"%d requests were retried after a 429 (wait p99 %.1f ms); counted in latency from schedule, "+
+					"not in schedule lag",
+				s.RetryWait.Count,
+				s.RetryWait.P99,
 			),
 		)
 	}

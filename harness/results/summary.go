@@ -33,7 +33,10 @@ type StepSummary struct {
 	E2EFromSchedule  Stats `json:"e2e_from_schedule_ms"`
 	ScheduleLag      Stats `json:"schedule_lag_ms"`
 	CapWait          Stats `json:"in_flight_cap_wait_ms"` // requests that waited for max_in_flight
-	TimeToFirstByte  Stats `json:"ttfb_ms"`
+	// RetryWait is Record.RetryWaitNS of the requests retried after a 429:
+	// the server's doing, in latency from schedule but not in schedule lag.
+	RetryWait       Stats `json:"retry_wait_ms,omitzero"`
+	TimeToFirstByte Stats `json:"ttfb_ms"`
 
 	// Clock says which stamps token times came from: "kernel" (every
 	// timed request's chunks carried the kernel's receive stamps), "user"
