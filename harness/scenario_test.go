@@ -109,10 +109,12 @@ func TestScenarioValidation(t *testing.T) {
 
 // TestColdStartScenario runs the cold-start scenario against the mock with a
 // cold-start cost: every request after the idle gap pays it, the warm
-// reference does not.
+// reference does not. The idle timeout is long enough that a busy
+// machine's pause between two warm requests (or between the steps) does
+// not make the mock cold again.
 func TestColdStartScenario(t *testing.T) {
 	t.Parallel()
-	const coldCost, idleTimeout = 300 * time.Millisecond, 100 * time.Millisecond
+	const coldCost, idleTimeout = 300 * time.Millisecond, 400 * time.Millisecond
 	prof, err := engine.Preset("ideal")
 	if err != nil {
 		t.Fatal(err)
