@@ -153,10 +153,12 @@ func (t *serverTimeouts) register(fs *flag.FlagSet) {
 }
 
 // server is an http.Server with these timeouts, serving HTTP/1.1 and
-// HTTP/2 without TLS (h2c, prior knowledge), as `bench --http 2` speaks.
+// HTTP/2: over TLS when the listener is (ALPN), and without TLS with prior
+// knowledge (h2c), as `bench --http 2` speaks to an http:// URL.
 func (t serverTimeouts) server(h http.Handler) *http.Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
