@@ -521,6 +521,9 @@ func fmtLoad(v float64) string { return fmt.Sprintf("%g", v) }
 // pctText writes a percentage with a decimal below 10 %, so a nearly
 // empty cache does not read as 0.
 func pctText(v float64) string {
+	if v > 0 && v < 0.05 {
+		return "<0.1 %"
+	}
 	if v < 10 && v != math.Trunc(v) {
 		return fmt.Sprintf("%.1f %%", v)
 	}
