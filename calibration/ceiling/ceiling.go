@@ -179,7 +179,12 @@ type Level struct {
 	// ClientDelayMS is user-space read time minus kernel receive time per
 	// token chunk; ChunksCoalesced the chunks that shared a read with a
 	// later one, whose stamps are late (included in ErrorMS).
-	ClientDelayMS    Quantiles    `json:"client_delay_ms"`
+	ClientDelayMS Quantiles `json:"client_delay_ms"`
+	// SendDelayMS is the request's own path inside the client: written to
+	// the socket (httptrace's WroteRequest) minus handed to the transport.
+	// It is part of every TTFT and E2E error, which kernel receive stamps
+	// cannot remove; ITL errors hold none of it.
+	SendDelayMS      Quantiles    `json:"send_delay_ms"`
 	ChunksCoalesced  int64        `json:"chunks_coalesced"`
 	ScheduleLagMS    LagQuantiles `json:"schedule_lag_ms"`
 	ClientCPUPercent float64      `json:"client_cpu_percent"` // of the available cores, 0..100
@@ -525,20 +530,23 @@ func (lv *Level) line() string {
 // WriteTable prints the report as a table with the sentence last.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "mock:", r.Mock)
-	fmt.Fprintln(w, "client error: client − mock, from the kernel's receive stamps (clock kernel) or user-space ones; "+
-		"user stamps: the same from user-space stamps; server late: the mock's write start − its schedule")
-	fmt.Fprintf(w, "%-8s %8s %-6s %25s %12s %12s %9s %6s %10s %9s  %s\n", "level", "requests", "clock",
-		"client error ms p50/p99/max", "user stamps", "server late", "lag p99", "cpu%", "tok/s", "req/s", "verdict")
-	fmt.Fprintf(w, "%-8s %8s %-6s %25s %12s %12s\n", "", "", "", "", "p99 ms", "p99 ms")
+	fmt.Fprintln(w, "client error: client − mock over TTFT, E2E and every gap, from the kernel's receive stamps "+
+		"(clock kernel) or user-space ones; itl: the gaps alone; user stamps: the error from user-space stamps; "+
+		"send: the request's path inside the client (in TTFT and E2E); server late: the mock's write start − its schedule")
+	fmt.Fprintf(w, "%-8s %8s %-6s %25s %8s %11s %8s %11s %9s %6s %10s %9s  %s\n", "level", "requests", "clock",
+		"client error ms p50/p99/max", "itl", "user stamps", "send", "server late", "lag p99", "cpu%", "tok/s", "req/s",
+		"verdict")
+	fmt.Fprintf(w, "%-8s %8s %-6s %25s %8s %11s %8s %11s\n", "", "", "", "", "p99 ms", "p99 ms", "p99 ms", "p99 ms")
 	for _, lv := range r.Levels {
 		load := results.LoadLabel(lv.Concurrency, lv.Rate)
 		verdict := "ok"
 		if lv.OverLimit {
 			verdict = "over: " + lv.Reason
 		}
-		fmt.Fprintf(w, "%-8s %8d %-6s %25s %12.3f %12.3f %9.3f %6.0f %10.0f %9.1f  %s\n", load, lv.Requests, lv.Clock,
-			fmt.Sprintf("%.3f/%.3f/%.3f", lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max), lv.ErrorUserMS.P99,
-			lv.ServerLatenessMS.P99, lv.ScheduleLagMS.P99, lv.ClientCPUPercent, lv.TokensPerS, lv.RequestsPerS, verdict)
+		fmt.Fprintf(w, "%-8s %8d %-6s %25s %8.3f %11.3f %8.3f %11.3f %9.3f %6.0f %10.0f %9.1f  %s\n", load, lv.Requests,
+			lv.Clock, fmt.Sprintf("%.3f/%.3f/%.3f", lv.ErrorMS.P50, lv.ErrorMS.P99, lv.ErrorMS.Max), lv.ITLErrorMS.P99,
+			lv.ErrorUserMS.P99, lv.SendDelayMS.P99, lv.ServerLatenessMS.P99, lv.ScheduleLagMS.P99, lv.ClientCPUPercent,
+			lv.TokensPerS, lv.RequestsPerS, verdict)
 	}
 	fmt.Fprintf(w, "ceiling: %s\n", r.Ceiling.Reason)
 	fmt.Fprintln(w, r.Sentence)
@@ -573,7 +581,7 @@ func requestErrors(client []int64, sent int64, t mockllm.Truth) (ttft, e2e float
 // the client's error from kernel stamps where the records have them, the
 // same from user-space stamps beside it, and the mock's own lateness.
 func compare(lv *Level, recs []results.Record, truth truthSource, sched schedule) {
-	var all, allUser, ttft, itl, e2e, late, delay []float64
+	var all, allUser, ttft, itl, e2e, late, delay, send []float64
 	kernel := 0
 	for i := range recs {
 		rec := &recs[i]
@@ -592,6 +600,9 @@ func compare(lv *Level, recs []results.Record, truth truthSource, sched schedule
 		}
 		lv.Requests++
 		late = sched.lateness(t, late)
+		if rec.WroteNS > rec.SentNS {
+			send = append(send, float64(rec.WroteNS-rec.SentNS)/1e6)
+		}
 		client := user
 		if k := rec.KernelChunkTimes(); k != nil {
 			client = k
@@ -624,6 +635,7 @@ func compare(lv *Level, recs []results.Record, truth truthSource, sched schedule
 	lv.ITLErrorMS = quantiles(itl)
 	lv.ServerLatenessMS = quantiles(late)
 	lv.ClientDelayMS = quantiles(delay)
+	lv.SendDelayMS = quantiles(send)
 	switch {
 	case lv.Requests == 0:
 	case kernel == lv.Requests:

@@ -355,7 +355,7 @@ func TestCompareKernelStamps(t *testing.T) {
 		// No stamps: both errors are the user-space one.
 		{"unstamped", nil, "user", 3, 3, 0.001},
 	} {
-		rec := results.Record{ID: "k", Stream: true, FirstTokenNS: 3_010_000, LastTokenNS: 3_021_000,
+		rec := results.Record{ID: "k", Stream: true, WroteNS: 2_000, FirstTokenNS: 3_010_000, LastTokenNS: 3_021_000,
 			ChunkGapsNS: []int64{5_000, 6_000}, ChunkDelaysNS: tc.delays}
 		if tc.delays != nil {
 			rec.FirstTokenKernelNS, rec.LastTokenKernelNS = 10_000, 21_000
@@ -363,9 +363,9 @@ func TestCompareKernelStamps(t *testing.T) {
 		var lv Level
 		compare(&lv, []results.Record{rec}, truth, sched)
 		if lv.Clock != tc.clock || lv.ErrorMS.P99 != tc.errP99 || lv.ErrorUserMS.P99 != tc.userP99 ||
-			lv.ServerLatenessMS.Max != tc.late {
-			t.Errorf("%s: clock %q, error %+v, user error %+v, lateness %+v", tc.name, lv.Clock, lv.ErrorMS,
-				lv.ErrorUserMS, lv.ServerLatenessMS)
+			lv.ServerLatenessMS.Max != tc.late || lv.SendDelayMS.Max != 0.002 {
+			t.Errorf("%s: clock %q, error %+v, user error %+v, lateness %+v, send delay %+v", tc.name, lv.Clock,
+				lv.ErrorMS, lv.ErrorUserMS, lv.ServerLatenessMS, lv.SendDelayMS)
 		}
 	}
 }
