@@ -42,7 +42,7 @@ image:
 # regression verdicts on the mock and the round trips an emulated link adds
 # only log their findings; the second pass, one package at a time, enforces
 # them without it.
-TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips
+TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips|TestCompareCLI
 
 # The container tests run on their own, after the rest: their harness and
 # mock run outside this process, so they time real streams on the machine's
@@ -51,7 +51,7 @@ TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompar
 test: vet fmt-check
 	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v "/docker$$")
 	$(GO) test -race -timeout 10m ./docker/
-	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/ ./harness/report/ ./calibration/fit/ ./harness/history/
+	$(GO) test -p 1 -count=1 -timeout 10m -run '$(TIMING_TESTS)' ./harness/ ./harness/report/ ./calibration/fit/ ./harness/history/ ./cmd/testbed/
 
 # On a machine with an NVIDIA GPU: builds with cgo, samples NVML while a
 # PyTorch matmul load runs (skipped, with the reason, where there is no

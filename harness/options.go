@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness/clientmon"
+	"github.com/llm-testbed/testbed/harness/results"
 )
 
 // RunOption configures Run. Every option of a run is here.
@@ -19,6 +20,16 @@ type runOptions struct {
 	clientMon *clientmon.Monitor // WithClientMonitor; nil: Run starts its own
 	noMonitor bool               // WithoutClientMonitor
 	stop      <-chan struct{}    // WithStop
+	observe   func(*results.Record)
+}
+
+// WithRecordObserver makes Run hand every finished record to fn, on the
+// one goroutine that writes requests.jsonl, after the record is written:
+// the request goroutines never wait for it, and a slow fn delays only the
+// writer (whose queue holds thousands of records). fn must not keep rec,
+// which is recycled when fn returns. Live metrics hook in here.
+func WithRecordObserver(fn func(rec *results.Record)) RunOption {
+	return func(o *runOptions) { o.observe = fn }
 }
 
 // WithVersion records the tool's version in run.json.

@@ -74,6 +74,7 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	r.runID = out.info.RunID
 	r.probes = newRTTProbes(&plan, t0)
 	r.probes.all(ctx, -1, probesBefore)
+	r.observe = o.observe
 	watching, err := watch(&plan, nvml, outDir, t0, &o)
 	if err != nil {
 		return nil, err
@@ -310,6 +311,7 @@ type runner struct {
 	t0        time.Time
 	runID     string
 	out       chan msg
+	observe   func(*results.Record) // WithRecordObserver
 	summaries []results.StepSummary
 	probes    *rttProbes // the network round trip, measured between steps (rtt.go)
 

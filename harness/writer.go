@@ -98,6 +98,9 @@ func (r *runner) writeLoop(
 			aggs[rec.Step] = a
 		}
 		a.add(rec)
+		if r.observe != nil {
+			r.observe(rec)
+		}
 		putRecord(rec)
 		if len(r.out) == 0 {
 			if err := w.Flush(); err != nil && firstErr == nil {

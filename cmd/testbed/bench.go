@@ -17,7 +17,9 @@ func init() {
 
 // intList is a flag like "1,5,10".
 // benchPlan turns bench's flags into a plan.
-func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
+//
+// more registers further flags of the command (store, live metrics).
+func benchPlan(args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (harness.Plan, string, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var p harness.Plan
@@ -78,6 +80,9 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 	sf.register(fs)
 	var smp samplingFlags // sampling.go
 	smp.register(fs)
+	for _, reg := range more {
+		reg(fs)
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return p, "", err
 	}
@@ -125,9 +130,14 @@ func benchPlan(args []string, stderr io.Writer) (harness.Plan, string, error) {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	p, out, err := benchPlan(args, stderr)
+	var st storeFlags
+	var lf liveFlags
+	p, out, err := benchPlan(args, stderr, func(fs *flag.FlagSet) {
+		st.register(fs, true)
+		lf.register(fs)
+	})
 	if err != nil {
 		return err
 	}
-	return runPlan(ctx, p, resultsDir(out, "bench"), stdout, stderr)
+	return runPlan(ctx, p, resultsDir(out, "bench"), stdout, stderr, runSetup{kind: "bench", store: &st, live: &lf})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,6 +48,8 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cpu := fs.Float64("cpu-limit", def.CPUShare, "limit on client CPU, as a share of the available cores")
 	keep := fs.Bool("keep-going", false, "run every level, even past the first over a limit")
 	seed := fs.Int64("seed", def.Seed, "seed for requests and arrivals")
+	var st storeFlags
+	st.register(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed calibrate [--url URL] [-o DIR] [--quick] [flags]")
 		fs.PrintDefaults()
@@ -96,5 +99,9 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout)
 	rep.WriteTable(stdout)
 	fmt.Fprintf(stdout, "results in %s\n", filepath.Join(cfg.OutDir, results.CalibrationFile))
+	// Each load level is a run of its own, with its own results directory.
+	if dirs, derr := resultsDirs(cfg.OutDir); derr == nil {
+		err = errors.Join(err, st.record(ctx, "calibrate", dirs, err, stdout, stderr))
+	}
 	return err
 }

@@ -23,13 +23,7 @@ import (
 // this binary with the variable set.
 const asCLI = "TESTBED_TEST_AS_CLI"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(asCLI) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain (store_test.go) checks asCLI first.
 
 var childPID = regexp.MustCompile(`child process (\d+) at`)
 

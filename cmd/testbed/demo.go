@@ -45,6 +45,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	outTok, _ := harness.ParseDist("fixed:64")
 	fs.Var(&in, "input-tokens", "prompt length distribution")
 	fs.Var(&outTok, "output-tokens", "output length distribution")
+	var st storeFlags
+	st.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -89,7 +91,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		)
 	}
 	dir := resultsDir(*out, "demo")
-	err = runPlan(ctx, p, dir, stdout, stderr)
+	err = runPlan(ctx, p, dir, stdout, stderr, runSetup{kind: "demo", store: &st})
 
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

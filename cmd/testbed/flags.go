@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/history"
 	"github.com/llm-testbed/testbed/harness/serverside"
 	"github.com/llm-testbed/testbed/netem"
 )
@@ -167,4 +168,59 @@ func (t serverTimeouts) server(h http.Handler) *http.Server {
 		IdleTimeout:       t.idle,
 		Protocols:         &protos,
 	}
+}
+
+// labelList is a repeatable KEY=VALUE flag.
+type labelList struct{ m map[string]string }
+
+func (l *labelList) String() string {
+	var s []string
+	for k, v := range l.m {
+		s = append(s, k+"="+v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *labelList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE, e.g. image=vllm/vllm-openai:v0.6.3", v)
+	}
+	if l.m == nil {
+		l.m = map[string]string{}
+	}
+	l.m[k] = strings.TrimSpace(val)
+	return nil
+}
+
+// rulesFlags are the regression rules of compare and --baseline.
+type rulesFlags struct {
+	metrics    string
+	minEffect  string
+	confidence float64
+}
+
+func (f *rulesFlags) register(fs *flag.FlagSet) {
+	def := history.DefaultRules()
+	fs.StringVar(&f.metrics, "metrics", strings.Join(def.Metrics, ","), "metrics to judge, e.g. ttft_p50,e2e_p99,itl_mean")
+	fs.StringVar(&f.minEffect, "min-effect", fmt.Sprintf("%g%%", 100*def.MinEffect), "smallest relative change that counts, e.g. 5% or 0.05")
+	fs.Float64Var(&f.confidence, "confidence", def.Confidence, "confidence of the change's interval")
+}
+
+func (f *rulesFlags) rules() (history.Rules, error) {
+	r := history.DefaultRules()
+	r.Metrics = nil
+	for _, m := range strings.Split(f.metrics, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			r.Metrics = append(r.Metrics, m)
+		}
+	}
+	eff, err := history.ParseShare(f.minEffect)
+	if err != nil {
+		return r, fmt.Errorf("--min-effect %w", err)
+	}
+	r.MinEffect = eff
+	r.Confidence = f.confidence
+	return r, r.Validate()
 }

@@ -25,6 +25,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "results directory (default results/run-<time>)")
+	var st storeFlags
+	st.register(fs, true)
+	var lf liveFlags
+	lf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: testbed run PLAN.yaml [-o DIR]")
 		fs.PrintDefaults()
@@ -39,7 +43,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return runPlan(ctx, plan, resultsDir(*out, "run"), stdout, stderr)
+	return runPlan(ctx, plan, resultsDir(*out, "run"), stdout, stderr, runSetup{kind: "run", store: &st, live: &lf})
 }
 
 // reorderFlags moves flags after positional arguments to the front, so
@@ -78,12 +82,22 @@ func resultsDir(dir, kind string) string {
 	return filepath.Join("results", kind+"-"+time.Now().UTC().Format("20060102-150405"))
 }
 
-// runPlan runs plan with a progress line on stderr and prints the table.
+// runSetup is what the commands that run a plan add around the run: the
+// results store and the live metrics endpoint.
+type runSetup struct {
+	kind  string // run, bench, demo: the stored run's kind
+	store *storeFlags
+	live  *liveFlags // nil: no --metrics-addr
+}
+
+// runPlan runs plan with a progress line on stderr and prints the table,
+// then records the run in the results store.
 func runPlan(
 	ctx context.Context,
 	plan harness.Plan,
 	dir string,
 	stdout, stderr io.Writer,
+	rs runSetup,
 	opts ...harness.RunOption,
 ) error {
 	prog := newProgress(stderr)
@@ -96,8 +110,13 @@ func runPlan(
 		harness.WithWarnings(stderr),
 		harness.WithStop(stopOf(ctx)),
 	}, opts...)
+	stopLive, err := rs.live.start(&opts, prog, stderr)
+	if err != nil {
+		return err
+	}
 	res, err := harness.Run(ctx, plan, dir, opts...)
 	prog.clear()
+	err = errors.Join(err, stopLive())
 	if res == nil {
 		return err
 	}
@@ -108,6 +127,9 @@ func runPlan(
 	fmt.Fprintf(stdout, "\n%d requests recorded in %s\n", res.Info.Records, dir)
 	if res.Interrupted {
 		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
+	}
+	if rs.store != nil {
+		err = errors.Join(err, rs.store.record(ctx, rs.kind, []string{dir}, err, stdout, stderr))
 	}
 	if err != nil {
 		return err

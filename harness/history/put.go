@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,10 @@ func (s *Store) Put(ctx context.Context, r *Run) (stored bool, err error) {
 		return false, fmt.Errorf("store: run %s: %w", r.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return false, err // already stored (or the driver cannot tell)
+		if err != nil {
+			return false, fmt.Errorf("store: run %s: %w", r.ID, err)
+		}
+		return false, s.sameRun(ctx, tx, r)
 	}
 	for i, row := range steps {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO steps (run_id, step, target, scenario, concurrency, rate,
@@ -54,6 +58,21 @@ func (s *Store) Put(ctx context.Context, r *Run) (stored bool, err error) {
 		return false, fmt.Errorf("store: run %s: %w", r.ID, err)
 	}
 	return true, nil
+}
+
+// sameRun checks that the stored run with r's id is r, not another run
+// whose short random id collided with it.
+func (s *Store) sameRun(ctx context.Context, tx *sql.Tx, r *Run) error {
+	var start int64
+	err := tx.QueryRowContext(ctx, s.q(`SELECT started_ns FROM runs WHERE run_id = ?`), r.ID).Scan(&start)
+	if err != nil {
+		return fmt.Errorf("store: run %s: %w", r.ID, err)
+	}
+	if start != unixNS(r.Start) {
+		return fmt.Errorf("store: run id %s is already taken by a run started at %s, not this one (started %s)",
+			r.ID, fromNS(start).Format(time.RFC3339), r.Start.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 func runRow(r *Run) ([]any, error) {
