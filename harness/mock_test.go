@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -453,7 +454,8 @@ func TestConnectionModes(t *testing.T) {
 			p.TLS.CAFile = caFile
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 			p.Load = harness.Load{Concurrency: []int{1}, Requests: 5}
-			_, recs := runRecords(t, p)
+			res, recs := runRecords(t, p)
+			checkStamps(t, tc.http, res, recs)
 			reused, tlsSeen := 0, 0
 			for _, r := range recs {
 				if !r.OK() {
@@ -473,6 +475,32 @@ func TestConnectionModes(t *testing.T) {
 				t.Errorf("new connections: %d reused, %d TLS handshakes; want 0 and 5", reused, tlsSeen)
 			}
 		})
+	}
+}
+
+// checkStamps: HTTP/1.1 streams (over TLS too) carry the kernel's receive
+// stamps on 64-bit Linux; HTTP/2 falls back to user space, and run.json
+// says why.
+func checkStamps(t *testing.T, proto string, res *harness.Outcome, recs []results.Record) {
+	t.Helper()
+	stamped := 0
+	for i := range recs {
+		if recs[i].KernelStamped() {
+			stamped++
+		}
+	}
+	notes := strings.Join(res.Info.TokenStampNotes, "; ")
+	switch {
+	case proto == "2":
+		if res.Info.TokenStamps != "user" || stamped != 0 || !strings.Contains(notes, "HTTP/2") {
+			t.Errorf("HTTP/2: token_stamps %q, %d records stamped, notes %q; want user, 0 and a note on HTTP/2",
+				res.Info.TokenStamps, stamped, notes)
+		}
+	case runtime.GOOS == "linux" && strconv.IntSize == 64:
+		if res.Info.TokenStamps != "kernel" || stamped != len(recs) {
+			t.Errorf("HTTP/1.1: token_stamps %q (%s), %d of %d records stamped; want kernel, all",
+				res.Info.TokenStamps, notes, stamped, len(recs))
+		}
 	}
 }
 
