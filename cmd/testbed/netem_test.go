@@ -110,7 +110,7 @@ func TestSampleCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), results.ServerMetricsFile)
 	var out, errOut lockedBuffer
 	err := run(context.Background(), []string{"sample", "--prometheus", base + "/metrics", "--interval", "20ms",
-		"--duration", "200ms", "-o", path}, &out, &errOut)
+		"--duration", "1s", "-o", path}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v; stderr %s", err, errOut.String())
 	}
@@ -119,7 +119,7 @@ func TestSampleCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) < 3 {
-		t.Fatalf("%d samples in 200 ms at 20 ms", len(got))
+		t.Fatalf("%d samples in 1 s at 20 ms", len(got))
 	}
 	for _, s := range got {
 		if s.Error != "" || s.Source != base+"/metrics" {
