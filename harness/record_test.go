@@ -169,3 +169,16 @@ func TestSummarizeKernelStamps(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseChunkRoleOnly is the chunk that carries no token (vLLM's
+// first, role-only chunk): once per request, it is validated as JSON in full.
+func BenchmarkParseChunkRoleOnly(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",` +
+		`"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := parseChunk(APIChat, data); c.text || c.invalid {
+			b.Fatal("misread")
+		}
+	}
+}
