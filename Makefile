@@ -39,10 +39,10 @@ image:
 # The race detector slows client and mock several-fold, so under -race the
 # timing-dependent checks of the knee examples (batch slots, KV cache,
 # compute), the two-provider comparison, the HTTP fit round trip, the
-# regression verdicts on the mock and the round trips an emulated link adds
-# only log their findings; the second pass, one package at a time, enforces
-# them without it.
-TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips|TestCompareCLI
+# regression verdicts on the mock, the compare command, the round trips an
+# emulated link adds and the network example's conclusion only log their
+# findings; the second pass, one package at a time, enforces them without it.
+TIMING_TESTS := TestKneeExample|TestKVCacheExample|TestComputeExample|TestCompareExample|TestFitRoundTripHTTP|TestCompareOnMock|TestLinkAddsRoundTrips|TestCompareCLI|TestNetworkExample
 
 # The container tests run on their own, after the rest: their harness and
 # mock run outside this process, so they time real streams on the machine's

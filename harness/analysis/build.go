@@ -45,6 +45,9 @@ type StepFacts struct {
 	// Resources is the GPU and server state over the step's measured
 	// window; absent when the run sampled neither.
 	Resources *StepResources `json:"resources,omitempty"`
+	// Decomposition is where the step's time went: network, server, decode
+	// (decomposition.go); set by AddDecomposition.
+	Decomposition *Decomposition `json:"decomposition,omitempty"`
 }
 
 // MetricCIs holds the confidence intervals of one metric's percentiles.

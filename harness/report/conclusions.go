@@ -46,6 +46,7 @@ func (m *model) conclusions(d *document) {
 
 	m.glance(d)
 	m.shortChat(d)
+	m.networkRanking(d) // network.go
 	m.longDocument(d)
 	m.highConcurrency(d)
 	if c := m.coldStartLine(); len(c) > 0 {

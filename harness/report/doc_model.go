@@ -94,6 +94,8 @@ func (d *document) markdown() string {
 			b.WriteString("\n")
 		case chartBlock:
 			fmt.Fprintf(&b, "*Chart: %s (in report.html).*\n\n", v.c.Title)
+		case stackBlock:
+			fmt.Fprintf(&b, "*Chart: %s (in report.html).*\n\n", v.c.Title)
 		case code:
 			fmt.Fprintf(&b, "```\n%s\n```\n\n", strings.TrimRight(v.text, "\n"))
 		}
@@ -180,6 +182,9 @@ func (d *document) html(title string) string {
 			}
 			b.WriteString("</tbody>\n</table>\n")
 		case chartBlock:
+			b.WriteString(v.c.SVG())
+			b.WriteString("\n")
+		case stackBlock:
 			b.WriteString(v.c.SVG())
 			b.WriteString("\n")
 		case code:

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/analysis"
 	"github.com/llm-testbed/testbed/harness/results"
 )
@@ -217,7 +218,7 @@ func (m *model) limitations(d *document) {
 // networkNote says how the network between client and targets differs from
 // production, from the targets' addresses and the measured connect times.
 func (m *model) networkNote() string {
-	var loop, remote []string
+	var loop, remote, emulated []string
 	seen := map[string]bool{}
 	for _, r := range m.runs {
 		for _, t := range r.Info.Plan.Targets {
@@ -225,6 +226,10 @@ func (m *model) networkNote() string {
 				continue
 			}
 			seen[t.Name] = true
+			if t.Network != nil {
+				emulated = append(emulated, emulatedName(t.Name, t.Network))
+				continue
+			}
 			if isLoopback(t.URL) {
 				loop = append(loop, t.Name)
 			} else {
@@ -242,6 +247,8 @@ func (m *model) networkNote() string {
 	}
 	var s string
 	switch {
+	case len(remote) == 0 && len(loop) == 0:
+		s = "**Emulated network**: every target sat behind an emulated link"
 	case len(remote) == 0:
 		s = fmt.Sprintf(
 			"**Network unlike production**: every target (%s) was reached over loopback, so there is no network round trip, "+
@@ -262,10 +269,24 @@ func (m *model) networkNote() string {
 			strings.Join(remote, ", "),
 		)
 	}
+	if len(emulated) > 0 {
+		s = strings.TrimSuffix(s, ".") + fmt.Sprintf(". Emulated links (netem's user-space proxy: latency, jitter, "+
+			"bandwidth, loss as retransmission delay, the TCP handshake; docs/netem.md): %s.", strings.Join(emulated, "; "))
+	}
 	if len(conn) > 0 {
 		s += fmt.Sprintf(" Median TCP connect time was %s ms (≈ one round trip).", ms(median(conn)))
 	}
 	return s
+}
+
+// emulatedName is a target with its emulated link, e.g. "far (cross-region,
+// 35ms one way)".
+func emulatedName(name string, n *harness.Network) string {
+	what := fmt.Sprintf("%s one way", n.Latency.D())
+	if n.Profile != "" {
+		what = n.Profile + ", " + what
+	}
+	return fmt.Sprintf("%s (%s)", name, what)
 }
 
 func isLoopback(raw string) bool {

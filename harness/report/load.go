@@ -121,6 +121,7 @@ func Load(dir string, opts analysis.Options) (*Run, error) {
 		opts.SLO = r.Info.Plan.SLO
 	}
 	r.Analysis = analysis.AnalyzeRun(r.Summary.Steps, r.Records, r.Server, r.windows(), opts)
+	analysis.AddDecomposition(&r.Analysis, r.Records, r.Info.Network)
 	return r, nil
 }
 

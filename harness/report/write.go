@@ -20,6 +20,7 @@ func build(runs []*Run) *document {
 	d.h(1, "top", "Inference benchmark report: %s", strings.Join(names, ", "))
 	m.conclusions(d)
 	m.dimensions(d)
+	m.network(d) // network.go
 	m.distributions(d)
 	m.timeline(d)
 	m.anomalies(d)
