@@ -106,3 +106,31 @@ func TestExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptEscalation: the first signal cancels the run's context, the
+// second closes the stop channel, the third exits with status 130.
+func TestInterruptEscalation(t *testing.T) {
+	t.Parallel()
+	sig := make(chan os.Signal)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan int, 1)
+	var stderr lockedBuffer
+	stop := onInterrupts(sig, cancel, &stderr, func(code int) { exited <- code })
+	sig <- os.Interrupt
+	<-ctx.Done()
+	select {
+	case <-stop:
+		t.Fatal("one interrupt closed the stop channel")
+	default:
+	}
+	sig <- os.Interrupt
+	<-stop
+	sig <- os.Interrupt
+	if code := <-exited; code != exitInterrupted {
+		t.Errorf("third interrupt exits %d, want %d", code, exitInterrupted)
+	}
+	if !strings.Contains(stderr.String(), "Ctrl-C again") {
+		t.Errorf("no hint about a second Ctrl-C: %q", stderr.String())
+	}
+}

@@ -126,6 +126,11 @@ func main() {
 func interrupts(cancel context.CancelFunc, stderr io.Writer) <-chan struct{} {
 	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	return onInterrupts(sig, cancel, stderr, os.Exit)
+}
+
+// onInterrupts is interrupts' escalation, on any channel of signals.
+func onInterrupts(sig <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) <-chan struct{} {
 	stop := make(chan struct{})
 	go func() {
 		<-sig
@@ -135,7 +140,7 @@ func interrupts(cancel context.CancelFunc, stderr io.Writer) <-chan struct{} {
 		fmt.Fprintln(stderr, "\nstopping now: cancelling in-flight requests and writing the results")
 		close(stop)
 		<-sig
-		os.Exit(exitInterrupted)
+		exit(exitInterrupted)
 	}()
 	return stop
 }
