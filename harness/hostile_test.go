@@ -60,6 +60,10 @@ func tok(s string) string {
 	return `{"choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}`
 }
 
+func tgiTok(s string) string {
+	return `{"index":1,"token":{"id":1,"text":"` + s + `","logprob":0,"special":false},"generated_text":null,"details":null}`
+}
+
 const finish = `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
 
 const completion = `{"choices":[{"message":{"role":"assistant","content":"a b"},"finish_reason":"stop"}],` +
@@ -73,6 +77,7 @@ func TestHostileServers(t *testing.T) {
 		handler http.Handler                     // a broken server; nil means the real mock
 		faults  mockllm.FaultConfig              // the mock's faults when handler is nil
 		header  map[string]string                // extra request headers (the mock's X-Testbed-Fault)
+		api     string                           // the target's API; "" is chat
 		stream  bool                             // a streaming request
 		retries int                              // retry.rate_limited
 		want    results.ErrorClass               // "" is success
@@ -121,6 +126,21 @@ func TestHostileServers(t *testing.T) {
 			want: results.ErrNoTokens},
 		// Not streaming: a good completion.
 		{name: "good completion", handler: body(200, "application/json", completion)},
+		// TGI: a token, then the final event with generated_text.
+		{name: "tgi good stream", api: harness.APITGI, stream: true, handler: sse(tgiTok("a"),
+			`{"index":2,"token":{"id":2,"text":" b","logprob":0,"special":false},"generated_text":"a b",`+
+				`"details":{"finish_reason":"length","generated_tokens":2,"seed":null,"input_length":3}}`)},
+		// TGI: a final event without a single token.
+		{name: "tgi no token", api: harness.APITGI, stream: true, handler: sse(
+			`{"index":1,"token":{"id":2,"text":"","logprob":0,"special":true},"generated_text":"",` +
+				`"details":{"finish_reason":"eos_token","generated_tokens":0,"seed":null,"input_length":3}}`),
+			want: results.ErrNoTokens},
+		// TGI: an error event in TGI's shape.
+		{name: "tgi error event", api: harness.APITGI, stream: true, handler: sse(tgiTok("a"),
+			`{"error":"Request failed during generation","error_type":"generation"}`), want: results.ErrServer},
+		// TGI: an HTML page from a proxy in front of it.
+		{name: "tgi HTML page", api: harness.APITGI, handler: body(200, "text/html", "<html>login</html>"),
+			want: results.ErrBadResponse},
 		// A 429 then success on the retry: the wait is kept apart from
 		// the client's own schedule lag.
 		{name: "429 then ok", handler: tooManyThenOK(&first), stream: true, retries: 2, check: retriedOnce},
@@ -153,6 +173,9 @@ func TestHostileServers(t *testing.T) {
 			p := basePlan(url)
 			p.Dataset.OutputTokens, _ = harness.ParseDist("fixed:4")
 			p.Targets[0].Headers = tc.header
+			if tc.api != "" {
+				p.Targets[0].API = tc.api
+			}
 			stream := tc.stream
 			p.Stream = &stream
 			p.Retry.RateLimited = tc.retries
