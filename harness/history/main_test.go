@@ -53,7 +53,7 @@ func openStore(t *testing.T, loc string) *Store {
 
 // mockServer serves the mock in fixed mode: every request gets exactly
 // ttft and itl, so a slower setting is a known regression.
-func mockServer(t *testing.T, ttft, itl time.Duration) *httptest.Server {
+func mockServer(t testing.TB, ttft, itl time.Duration) *httptest.Server {
 	t.Helper()
 	prof, err := engine.Preset("ideal")
 	if err != nil {
@@ -86,7 +86,7 @@ func testPlan(url string, requests int, conc ...int) harness.Plan {
 
 // mockRun runs plan against a fixed-mode mock and returns its results
 // directory.
-func mockRun(t *testing.T, ttft, itl time.Duration, requests int, conc ...int) string {
+func mockRun(t testing.TB, ttft, itl time.Duration, requests int, conc ...int) string {
 	t.Helper()
 	srv := mockServer(t, ttft, itl)
 	dir := filepath.Join(t.TempDir(), "run")
