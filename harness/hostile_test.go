@@ -61,7 +61,8 @@ func tok(s string) string {
 }
 
 func tgiTok(s string) string {
-	return `{"index":1,"token":{"id":1,"text":"` + s + `","logprob":0,"special":false},"generated_text":null,"details":null}`
+	return `{"index":1,"token":{"id":1,"text":"` + s + `","logprob":0,"special":false},` +
+		`"generated_text":null,"details":null}`
 }
 
 const finish = `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
