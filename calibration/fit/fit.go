@@ -45,8 +45,12 @@ func WithBurstGap(d time.Duration) Option { return func(c *config) { c.gapNS = i
 // WithName names the fitted profile.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
-// WithMode forces the fitted profile's mode (engine.ModeFixed or
-// engine.ModeEngine); by default engine when the step fit is good.
+// ModeAuto lets Fit choose the mode by held-out error (see choose.go).
+const ModeAuto = "auto"
+
+// WithMode forces the fitted profile's mode (engine.ModeFixed,
+// engine.ModeEngine or engine.ModeLoadCurve); "" or ModeAuto chooses by
+// how well each reproduces held-out steps of the run.
 func WithMode(mode string) Option { return func(c *config) { c.mode = mode } }
 
 // WithServerBatch adds the server's own batch gauges (see Dir, which
@@ -63,6 +67,11 @@ type Result struct {
 	Engine    *Engine
 	EngineErr error
 	Fixed     Fixed
+	// LoadCurve is the load-curve fit; nil when it failed (LoadCurveErr).
+	LoadCurve    *LoadCurve
+	LoadCurveErr error
+	// Choice is how the mode was chosen (every mode's held-out error).
+	Choice *Choice
 	// Notes are caveats in plain words, printed with the fit.
 	Notes []string
 }
@@ -150,8 +159,11 @@ func Records(recs []results.Record, opts ...Option) (*Result, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.mode != "" && cfg.mode != engine.ModeFixed && cfg.mode != engine.ModeEngine {
-		return nil, fmt.Errorf("fit: mode %q: want %q or %q", cfg.mode, engine.ModeFixed, engine.ModeEngine)
+	switch cfg.mode {
+	case "", ModeAuto, engine.ModeFixed, engine.ModeEngine, engine.ModeLoadCurve:
+	default:
+		return nil, fmt.Errorf("fit: mode %q: want %s, %s, %s or %s", cfg.mode,
+			engine.ModeFixed, engine.ModeEngine, engine.ModeLoadCurve, ModeAuto)
 	}
 	target, mine, err := pickTarget(recs, cfg.target)
 	if err != nil {
@@ -167,48 +179,85 @@ func Records(recs []results.Record, opts ...Option) (*Result, error) {
 	if b := cfg.server; b != nil && res.Engine != nil {
 		res.Engine.applyServerBatch(*b)
 	}
+	res.LoadCurve, res.LoadCurveErr = fitLoadCurve(mine)
+	if res.LoadCurveErr != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("no load curve: %v", res.LoadCurveErr))
+	}
 
 	p := cfg.base
 	p.Name = cfg.name
 	if p.Name == "" {
 		p.Name = "fitted-" + target
 	}
-	p.TTFT, p.ITL = res.Fixed.TTFT, res.Fixed.ITL
-	p.Jitter = engine.Jitter{}
-	if res.Fixed.CV >= 0.01 {
-		p.Jitter = engine.Jitter{Dist: engine.JitterLognormal, CV: round(res.Fixed.CV, 3)}
-	}
-	mode := cfg.mode
+	setFixed(&p, res.Fixed)
+	engineWhy := ""
 	if e := res.Engine; e != nil {
-		p.Beta0US = round(e.Beta0US, 2)
-		p.Beta1US = round(e.Beta1US, 4)
-		p.Beta2US = round(e.Beta2US, 4)
-		p.Beta3US = 0
-		p.ColdStart, p.IdleTimeout = e.ColdStart, e.IdleTimeout
-		p.MaxNumSeqs = e.MaxNumSeqs
-		p.MaxNumBatchedTokens = max(p.MaxNumBatchedTokens, p.MaxNumSeqs)
+		setEngine(&p, e)
 		if why := e.weakness(); why != "" {
-			res.Notes = append(res.Notes, "engine fit is weak: "+why)
-			if mode == "" {
-				mode = engine.ModeFixed
-			}
+			engineWhy = "engine fit is weak: " + why
+			res.Notes = append(res.Notes, engineWhy)
 		}
 	} else {
-		res.Notes = append(res.Notes, fmt.Sprintf("no engine fit: %v", res.EngineErr))
-		if mode == engine.ModeEngine {
-			return nil, fmt.Errorf("fit: engine mode asked for, but %w", res.EngineErr)
-		}
-		mode = engine.ModeFixed
+		engineWhy = fmt.Sprintf("no engine fit: %v", res.EngineErr)
+		res.Notes = append(res.Notes, engineWhy)
 	}
-	if mode == "" {
-		mode = engine.ModeEngine
+	if res.LoadCurve != nil {
+		p.LoadCurve = res.LoadCurve.Curve
+		p.Validity = res.LoadCurve.Validity
+	}
+	mode, err := pickMode(res, mine, cfg, engineWhy)
+	if err != nil {
+		return nil, err
 	}
 	p.Mode = mode
+	if mode != engine.ModeLoadCurve {
+		p.LoadCurve = engine.LoadCurve{}
+	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("fit: fitted profile is invalid: %w", err)
 	}
 	res.Profile = p
 	return res, nil
+}
+
+// pickMode scores the modes on held-out steps and returns the one asked
+// for, or in auto mode the one chosen.
+func pickMode(res *Result, recs []results.Record, cfg config, engineWhy string) (string, error) {
+	ch, err := choose(recs, cfg, engineWhy == "", engineWhy)
+	res.Choice = ch
+	forced := cfg.mode != "" && cfg.mode != ModeAuto
+	switch {
+	case forced && cfg.mode == engine.ModeEngine && res.Engine == nil:
+		return "", fmt.Errorf("fit: engine mode asked for, but %w", res.EngineErr)
+	case forced && cfg.mode == engine.ModeLoadCurve && res.LoadCurve == nil:
+		return "", fmt.Errorf("fit: load_curve mode asked for, but %w", res.LoadCurveErr)
+	case forced:
+		return cfg.mode, nil
+	case err != nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("modes not compared (%v): fixed", err))
+		return engine.ModeFixed, nil
+	}
+	return ch.Mode, nil
+}
+
+// setFixed writes the fixed-mode fields of f into p.
+func setFixed(p *engine.Profile, f Fixed) {
+	p.TTFT, p.ITL = f.TTFT, f.ITL
+	p.Jitter = engine.Jitter{}
+	if f.CV >= 0.01 {
+		p.Jitter = engine.Jitter{Dist: engine.JitterLognormal, CV: round(f.CV, 3)}
+	}
+}
+
+// setEngine writes the step model of e into p.
+func setEngine(p *engine.Profile, e *Engine) {
+	p.Beta0US = round(e.Beta0US, 2)
+	p.Beta1US = round(e.Beta1US, 4)
+	p.Beta2US = round(e.Beta2US, 4)
+	p.Beta3US = 0
+	p.ColdStart, p.IdleTimeout = e.ColdStart, e.IdleTimeout
+	p.MaxNumSeqs = e.MaxNumSeqs
+	p.MaxNumBatchedTokens = max(p.MaxNumBatchedTokens, p.MaxNumSeqs)
 }
 
 // pickTarget returns the records of the requested target, or of the only one.
@@ -678,10 +727,22 @@ func (r *Result) Print(w io.Writer) {
 			fmt.Fprintln(w, "  cold start: none seen (a run whose first request was warm shows none)")
 		}
 	}
+	if lc := r.LoadCurve; lc != nil {
+		r.printLoadCurve(w)
+	}
+	if r.Choice != nil {
+		var sb strings.Builder
+		r.Choice.print(&sb)
+		io.WriteString(w, sb.String())
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
 	fmt.Fprintf(w, "profile %q, mode %s\n", r.Profile.Name, r.Profile.Mode)
+	if v := r.Profile.Validity; v.Stated() {
+		fmt.Fprintf(w, "valid for %d–%d requests in flight and prompts of %d–%d tokens (the mock warns outside)\n",
+			v.MinInFlight, v.MaxInFlight, v.MinPromptTokens, v.MaxPromptTokens)
+	}
 }
 
 func fmtMS(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }

@@ -3,11 +3,15 @@ package fit
 import (
 	"context"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llm-testbed/testbed/harness"
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm"
+	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
 // The round trip over the wire: the real mock in engine mode behind HTTP,
@@ -60,6 +64,9 @@ func TestFitRoundTripHTTP(t *testing.T) {
 	if e == nil {
 		t.Fatalf("no engine fit: %v", fit.EngineErr)
 	}
+	if fit.Profile.Mode != engine.ModeEngine {
+		t.Errorf("chose %s, want engine: a lockstep engine is best told by its step model", fit.Profile.Mode)
+	}
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -82,4 +89,117 @@ func TestFitRoundTripHTTP(t *testing.T) {
 	if !e.Saturated || e.MaxNumSeqs != truth.MaxNumSeqs {
 		t.Errorf("max_num_seqs %d (saturated %v), want %d", e.MaxNumSeqs, e.Saturated, truth.MaxNumSeqs)
 	}
+}
+
+// loadLadder is the short ladder of the load-curve round trip: the same
+// plan (seed, prompts, output lengths) measures the server and the mock.
+func loadLadder(url string) harness.Plan {
+	in, _ := harness.ParseDist("uniform:100,800")
+	out, _ := harness.ParseDist("uniform:6,14")
+	return harness.Plan{
+		Seed:      11,
+		Targets:   []harness.Target{{Name: "srv", URL: url, Model: "m"}},
+		Dataset:   harness.Dataset{InputTokens: in, OutputTokens: out},
+		IgnoreEOS: true,
+		Extra: []harness.StepSpec{
+			{Scenario: "concurrency", Concurrency: 1, Requests: 12},
+			{Scenario: "concurrency", Concurrency: 2, Requests: 16},
+			{Scenario: "concurrency", Concurrency: 4, Requests: 28},
+			{Scenario: "concurrency", Concurrency: 8, Requests: 48},
+		},
+	}
+}
+
+// The round trip against a server that is not the mock's engine: a test
+// server whose TTFT and ITL grow with the requests in flight, each request
+// sleeping on its own (no shared step), is measured over a ladder, fitted,
+// and the fitted profile, written and loaded as a file, is served by the
+// mock and measured over the same ladder. The fit must choose load_curve,
+// and every step's TTFT and ITL must come back within 10 % at p50 and 25 %
+// at p99. The latencies are tens of milliseconds so that a busy machine's
+// timer noise (a fraction of a millisecond) stays small beside them.
+func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time run of several seconds")
+	}
+	ls := &loadServer{
+		ttftBase: 20 * time.Millisecond, ttftPerReq: 6 * time.Millisecond, ttftPerPromptToken: 10 * time.Microsecond,
+		itlBase: 6 * time.Millisecond, itlPerReq: 1500 * time.Microsecond, cv: 0.05, seed: 3,
+	}
+	srv := httptest.NewServer(ls)
+	defer srv.Close()
+	measured, err := harness.Run(context.Background(), loadLadder(srv.URL), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit, err := Dir(measured.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	fit.Print(&report)
+	t.Log("\n" + report.String())
+	path := filepath.Join(t.TempDir(), "profile.yaml")
+	if err := fit.WriteProfile(path); err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.LoadProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mockllm.New(mockllm.WithProfile(p), mockllm.WithModel("m"), mockllm.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock := httptest.NewServer(m)
+	defer func() { mock.Close(); m.Close() }()
+	replayed, err := harness.Run(context.Background(), loadLadder(mock.URL), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stepFigures(t, measured.Dir)
+	got := stepFigures(t, replayed.Dir)
+	if raceEnabled {
+		t.Skip("timing assertions need the server, the mock and the client at full speed")
+	}
+	if p.Mode != engine.ModeLoadCurve {
+		t.Errorf("chose %s, want load_curve for a server without a shared step", p.Mode)
+	}
+	names := [4]string{"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"}
+	tol := [4]float64{0.10, 0.25, 0.10, 0.25}
+	for step, w := range want {
+		g := got[step]
+		for i := range w.fig {
+			if !within(g.fig[i], w.fig[i], tol[i]) {
+				t.Errorf("%s %s: mock %.2f ms, server %.2f ms (want within %.0f%%)",
+					w.label, names[i], g.fig[i], w.fig[i], 100*tol[i])
+			}
+		}
+		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, mock %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
+			w.label, w.fig[0], w.fig[1], w.fig[2], w.fig[3], g.fig[0], g.fig[1], g.fig[2], g.fig[3])
+	}
+}
+
+// figures are one step's TTFT and ITL p50 and p99 in ms.
+type figures struct {
+	label string
+	fig   [4]float64
+}
+
+// stepFigures reads a run's records and measures each step.
+func stepFigures(t *testing.T, dir string) []figures {
+	t.Helper()
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RecordsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []figures
+	for _, s := range splitSteps(recs) {
+		f, ok := measure(s.recs, nil)
+		if !ok {
+			t.Fatalf("step %s has no measured request", s.label)
+		}
+		out = append(out, figures{s.label, f})
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -251,7 +252,7 @@ func TestProfileFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p != res.Profile {
+	if !reflect.DeepEqual(p, res.Profile) {
 		t.Errorf("loaded profile differs:\n got %+v\nwant %+v", p, res.Profile)
 	}
 	if _, err := engine.New(p); err != nil {
@@ -259,8 +260,8 @@ func TestProfileFileLoads(t *testing.T) {
 	}
 }
 
-// Runs that cannot support an engine fit fall back to a fixed profile and
-// say why.
+// Runs that cannot support an engine fit fall back to a fixed or
+// load-curve profile and say why.
 func TestFitFallsBackToFixed(t *testing.T) {
 	t.Parallel()
 	good := simulate(t, testEngine(20000, 100, 500, 64, 0, 0), []int{1, 4, 16}, 32, time.Second, 0, 5)
@@ -293,8 +294,10 @@ func TestFitFallsBackToFixed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Profile.Mode != engine.ModeFixed || !strings.Contains(strings.Join(res.Notes, " "), tc.want) {
-				t.Errorf("mode %q, notes %v; want fixed with %q", res.Profile.Mode, res.Notes, tc.want)
+			// Without a usable step model the choice is fixed or load_curve,
+			// by held-out error; never engine.
+			if res.Profile.Mode == engine.ModeEngine || !strings.Contains(strings.Join(res.Notes, " "), tc.want) {
+				t.Errorf("mode %q, notes %v; want fixed or load_curve with %q", res.Profile.Mode, res.Notes, tc.want)
 			}
 			if res.Profile.ITL <= 0 {
 				t.Errorf("fixed profile without ITL: %+v", res.Profile)

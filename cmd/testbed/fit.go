@@ -16,7 +16,7 @@ func init() {
 	register(
 		command{
 			name:    "fit",
-			summary: "fit a mock profile (fixed TTFT/ITL and engine β) to a results directory",
+			summary: "fit a mock profile (fixed, engine β or load curve) to a results directory",
 			run:     runFit,
 		},
 	)
@@ -34,8 +34,8 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	)
 	mode := fs.String(
 		"mode",
-		"",
-		"force the profile's mode: fixed or engine (default: engine when the step fit is good)",
+		fit.ModeAuto,
+		"profile mode: fixed, engine, load_curve, or auto (the one that best reproduces held-out steps of the run)",
 	)
 	name := fs.String("name", "", "profile name (default fitted-<target>)")
 	gap := fs.Duration(

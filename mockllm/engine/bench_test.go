@@ -58,12 +58,16 @@ func BenchmarkStep(b *testing.B) {
 }
 
 // BenchmarkFixedNext is the fixed mode's per-token cost: one due-time
-// computation, with and without jitter.
+// computation, with and without jitter; and load_curve's, which draws
+// each gap from the curve at the count in flight.
 func BenchmarkFixedNext(b *testing.B) {
-	for _, dist := range []string{JitterNone, JitterLognormal} {
+	for _, dist := range []string{JitterNone, JitterLognormal, ModeLoadCurve} {
 		b.Run(dist, func(b *testing.B) {
 			p := mustPreset(b, "ideal")
 			p.Jitter = Jitter{Dist: dist, CV: 0.2}
+			if dist == ModeLoadCurve {
+				p = curveProfile()
+			}
 			p.MaxModelLen = 0 // b.N tokens in one stream
 			s, err := New(p, WithSeed(1))
 			if err != nil {

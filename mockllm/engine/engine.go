@@ -1,9 +1,11 @@
 // Package engine is the mock server's cost model: it decides when each
-// generated token of each request is due. Two models implement Scheduler:
+// generated token of each request is due. Three models implement Scheduler:
 // fixed (every request gets the configured TTFT and ITL, whatever the load:
-// the ground truth for validating clients) and step (one global step loop
+// the ground truth for validating clients), step (one global step loop
 // like vLLM's continuous batching, from which queueing, TTFT growth and
-// saturation follow).
+// saturation follow) and load_curve (TTFT and ITL drawn from measured
+// distributions at the number of requests in flight, for servers that
+// slow down under load without a visible shared step; loadcurve.go).
 //
 // The engine only computes due times against an injectable Clock; the HTTP
 // layer in package mockllm sleeps until each due time and writes the token.

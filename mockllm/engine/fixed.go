@@ -12,11 +12,17 @@ import (
 
 // fixedScheduler gives every request the profile's TTFT and ITL, computed
 // arithmetically from its arrival: no goroutine or timer per request, and
-// no lock on the per-token path.
+// no lock on the per-token path. In load_curve mode (curve set) it draws
+// them from the curve at the number of requests in flight instead.
 type fixedScheduler struct {
 	p     Profile
 	clock Clock
 	seed  uint64
+	curve *curve // load_curve mode; nil in fixed mode
+
+	// inFlight counts streams that have tokens left to hand out, read
+	// without the lock per token (load_curve mode; see loadcurve.go).
+	inFlight atomic.Int64
 
 	mu      sync.Mutex
 	started bool      // a request has arrived since New
@@ -31,7 +37,11 @@ type fixedScheduler struct {
 }
 
 func newFixed(p Profile, o options) *fixedScheduler {
-	return &fixedScheduler{p: p, clock: o.clock, seed: uint64(o.seed)}
+	s := &fixedScheduler{p: p, clock: o.clock, seed: uint64(o.seed)}
+	if p.Mode == ModeLoadCurve {
+		s.curve = newCurve(p.LoadCurve)
+	}
+	return s
 }
 
 // Start admits req at once; only a cold start delays its first token.
@@ -60,11 +70,16 @@ func (s *fixedScheduler) Start(ctx context.Context, req Request) (Stream, error)
 	s.active++
 	s.anon++
 	anon := s.anon
+	n := s.inFlight.Add(1)
 	s.mu.Unlock()
 	s.prompt.Add(uint64(req.PromptTokens))
 
 	st := &fixedStream{s: s, n: req.OutputTokens, begin: begin, next: begin}
-	if s.p.Jitter.enabled() {
+	switch {
+	case s.curve != nil:
+		st.pcg.Seed(s.seed, requestKey(req.ID, anon))
+		st.ttft = s.curve.ttftAt(int(n), req.PromptTokens, unitFloat(st.pcg.Uint64()))
+	case s.p.Jitter.enabled():
 		st.jit = newJitterSampler(s.p.Jitter, s.seed, requestKey(req.ID, anon))
 	}
 	return st, nil
@@ -112,6 +127,11 @@ type fixedStream struct {
 	next   time.Time // due time of the previous token, then of token i
 	jit    *jitterSampler
 	closed bool
+	left   bool // taken out of the in-flight count
+
+	// load_curve mode: the stream's own generator and its drawn TTFT.
+	pcg  rand.PCG
+	ttft time.Duration
 }
 
 // Next returns token i due at begin+TTFT+i·ITL (each term jittered when
@@ -126,18 +146,33 @@ func (st *fixedStream) Next(ctx context.Context) (Token, bool, error) {
 	if st.i >= st.n {
 		return Token{}, false, nil
 	}
-	gap := st.s.p.ITL
-	if st.i == 0 {
-		gap = st.s.p.TTFT
-	}
-	if st.jit != nil {
-		gap = st.jit.scale(gap)
+	gap := st.gap()
+	if st.i == st.n-1 {
+		st.leave() // its last gap is drawn: no longer in flight for others' draws
 	}
 	st.next = st.next.Add(gap)
 	tok := Token{Index: st.i, Due: st.next}
 	st.i++
 	st.s.decoded.Add(1)
 	return tok, true, nil
+}
+
+// gap is the time from token i−1 (or the start) to token i.
+func (st *fixedStream) gap() time.Duration {
+	s := st.s
+	switch {
+	case s.curve != nil && st.i == 0:
+		return st.ttft
+	case s.curve != nil:
+		return s.curve.itlAt(int(s.inFlight.Load()), unitFloat(st.pcg.Uint64()))
+	case st.i == 0 && st.jit != nil:
+		return st.jit.scale(s.p.TTFT)
+	case st.i == 0:
+		return s.p.TTFT
+	case st.jit != nil:
+		return st.jit.scale(s.p.ITL)
+	}
+	return s.p.ITL
 }
 
 // Dequeued is the arrival, or the end of a cold start the request waited for.
@@ -149,7 +184,16 @@ func (st *fixedStream) Close() {
 		return
 	}
 	st.closed = true
+	st.leave()
 	st.s.release()
+}
+
+// leave takes the stream out of the in-flight count, once.
+func (st *fixedStream) leave() {
+	if !st.left {
+		st.left = true
+		st.s.inFlight.Add(-1)
+	}
 }
 
 // jitterSampler draws factors with mean 1 and stddev CV from one request's

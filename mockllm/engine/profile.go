@@ -22,6 +22,9 @@ const (
 	ModeFixed = "fixed"
 	// ModeEngine runs the continuous-batching step model.
 	ModeEngine = "engine"
+	// ModeLoadCurve draws TTFT and ITL from measured distributions at the
+	// number of requests in flight (see LoadCurve).
+	ModeLoadCurve = "load_curve"
 )
 
 // Jitter distributions for fixed mode.
@@ -38,7 +41,7 @@ const (
 type Profile struct {
 	// Name labels the profile in logs and results.
 	Name string `yaml:"name"`
-	// Mode is ModeFixed or ModeEngine.
+	// Mode is ModeFixed, ModeEngine or ModeLoadCurve.
 	Mode string `yaml:"mode"`
 
 	// TTFT is the time from arrival to the first token (fixed mode).
@@ -88,6 +91,12 @@ type Profile struct {
 	// StartupDelay is how long the server reports itself unhealthy after
 	// start; the HTTP layer enforces it, the scheduler ignores it.
 	StartupDelay time.Duration `yaml:"startup_delay"`
+
+	// LoadCurve is the load_curve mode's table; other modes ignore it.
+	LoadCurve LoadCurve `yaml:"load_curve,omitempty"`
+	// Validity is the range a fitted profile was fitted on (any mode); the
+	// HTTP layer warns when driven outside it.
+	Validity Validity `yaml:"validity,omitempty"`
 }
 
 // Jitter describes a distribution that multiplies each fixed-mode TTFT and
@@ -235,14 +244,25 @@ type rule struct {
 	got     func(p *Profile) any
 }
 
-func always(*Profile) bool       { return true }
-func fixedMode(p *Profile) bool  { return p.Mode == ModeFixed }
-func engineMode(p *Profile) bool { return p.Mode == ModeEngine }
+func always(*Profile) bool          { return true }
+func fixedMode(p *Profile) bool     { return p.Mode == ModeFixed }
+func engineMode(p *Profile) bool    { return p.Mode == ModeEngine }
+func loadCurveMode(p *Profile) bool { return p.Mode == ModeLoadCurve }
 
 // rules are checked in order; Validate reports every failure.
 var rules = []rule{
-	{"mode", always, func(p *Profile) bool { return p.Mode == ModeFixed || p.Mode == ModeEngine },
-		`must be "fixed" or "engine"`, func(p *Profile) any { return fmt.Sprintf("%q", p.Mode) }},
+	{"mode", always, func(p *Profile) bool { return p.Mode == ModeFixed || p.Mode == ModeEngine || loadCurveMode(p) },
+		`must be "fixed", "engine" or "load_curve"`, func(p *Profile) any { return fmt.Sprintf("%q", p.Mode) }},
+	{"load_curve.levels", loadCurveMode, func(p *Profile) bool { return p.LoadCurve.checkLevels() == "" },
+		"must list in-flight levels in increasing order with non-decreasing, non-negative quantiles",
+		func(p *Profile) any { return p.LoadCurve.checkLevels() }},
+	{"load_curve.prompt_tokens", loadCurveMode, func(p *Profile) bool { return p.LoadCurve.PromptTokens >= 0 },
+		"must be >= 0", func(p *Profile) any { return p.LoadCurve.PromptTokens }},
+	{"load_curve.ttft_per_prompt_token_us", loadCurveMode,
+		func(p *Profile) bool { return finite(p.LoadCurve.TTFTPerPromptTokenUS) },
+		"must be finite", func(p *Profile) any { return p.LoadCurve.TTFTPerPromptTokenUS }},
+	{"validity", always, func(p *Profile) bool { return p.Validity.check() }, "bounds must be >= 0 with min <= max",
+		func(p *Profile) any { return fmt.Sprintf("%+v", p.Validity) }},
 	{
 		"ttft",
 		fixedMode,
@@ -363,6 +383,8 @@ var rules = []rule{
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+func finite(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
 
 // Validate checks p and returns every violated rule, each naming its YAML
 // field, e.g. "profile: itl: must be > 0, got -5ms".

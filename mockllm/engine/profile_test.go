@@ -70,7 +70,7 @@ func TestValidate(t *testing.T) {
 			"unknown mode",
 			fixed,
 			func(p *Profile) { p.Mode = "turbo" },
-			`profile: mode: must be "fixed" or "engine", got "turbo"`,
+			`profile: mode: must be "fixed", "engine" or "load_curve", got "turbo"`,
 		},
 		{
 			"unknown jitter",
@@ -141,6 +141,25 @@ func TestValidate(t *testing.T) {
 		},
 		{"negative idle", fixed, func(p *Profile) { p.IdleTimeout = -time.Second }, "profile: idle_timeout:"},
 		{"negative startup", fixed, func(p *Profile) { p.StartupDelay = -time.Second }, "profile: startup_delay:"},
+		// A load curve needs at least one level.
+		{"load curve without levels", curveProfile(), func(p *Profile) { p.LoadCurve.Levels = nil },
+			"profile: load_curve.levels: must list in-flight levels in increasing order with non-decreasing, " +
+				"non-negative quantiles, got no levels"},
+		// Levels are keyed by a count that must grow.
+		{"levels out of order", curveProfile(), func(p *Profile) { p.LoadCurve.Levels[1].InFlight = 1 },
+			"level 1: in_flight 1 must be >= 1 and above the level before (1)"},
+		// A distribution whose quantiles fall is no distribution.
+		{"falling quantiles", curveProfile(), func(p *Profile) { p.LoadCurve.Levels[0].ITL.P90 = time.Millisecond },
+			"level 0 (in_flight 1): itl quantiles must not decrease: p90 1ms < p75"},
+		{"negative ttft quantile", curveProfile(), func(p *Profile) { p.LoadCurve.Levels[0].TTFT.P1 = -1 },
+			"ttft p1 -1ns must be >= 0"},
+		{"nan prompt slope", curveProfile(), func(p *Profile) { p.LoadCurve.TTFTPerPromptTokenUS = math.NaN() },
+			"profile: load_curve.ttft_per_prompt_token_us: must be finite"},
+		// load_curve mode needs no fixed TTFT or ITL.
+		{"load curve ignores itl", curveProfile(), func(p *Profile) { p.ITL = 0 }, ""},
+		{"validity reversed", fixed, func(p *Profile) { p.Validity = Validity{MinInFlight: 8, MaxInFlight: 2} },
+			"profile: validity: bounds must be >= 0 with min <= max"},
+		{"validity open above", fixed, func(p *Profile) { p.Validity = Validity{MinPromptTokens: 100} }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,6 +198,7 @@ func TestProfileYAMLRoundTrip(t *testing.T) {
 		if name == "ideal" {
 			p.Jitter = Jitter{Dist: JitterLognormal, CV: 0.25}
 			p.ColdStart = 1500 * time.Millisecond
+			p.Validity = Validity{MinInFlight: 1, MaxInFlight: 8, MinPromptTokens: 10, MaxPromptTokens: 900}
 		}
 		data, err := yaml.Marshal(p)
 		if err != nil {
@@ -269,6 +289,8 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte("base: llama3-8b-a100\nmax_waiting: 10\n"))
 	f.Add([]byte("mode: fixed\nttft: 1s\nitl: 20ms\njitter: {dist: uniform, cv: 0.2}\n"))
 	f.Add([]byte("mode: engine\nbeta0_us: .nan\n"))
+	curve, _ := yaml.Marshal(curveProfile())
+	f.Add(curve)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProfile(data)
 		if err != nil {

@@ -39,7 +39,7 @@ func New(p Profile, opts ...Option) (Scheduler, error) {
 		opt(&o)
 	}
 	switch p.Mode {
-	case ModeFixed:
+	case ModeFixed, ModeLoadCurve:
 		return newFixed(p, o), nil
 	case ModeEngine:
 		return newStep(p, o), nil

@@ -1,0 +1,233 @@
+package fit
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/llm-testbed/testbed/harness/analysis"
+	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/mockllm/engine"
+)
+
+// Load-curve fit: the latency of a server that slows down under load
+// without a visible shared step, as distributions at each number of
+// requests in flight. The count comes from the records themselves: a
+// request is in flight from its send until its last inter-token gap began
+// (the arrival of its second-to-last chunk; its send for a one-chunk
+// answer, the end of the response for a failed one), which is how the
+// mock's load_curve mode counts (it cannot know when its handler's
+// goroutine will have unwound after the last write, and a closed-loop
+// client does not wait for it); the count at a time is the sends up to it
+// minus the ends up to it. A
+// request's TTFT is booked at the count at its send (itself included),
+// each inter-token gap at the count when the chunk before it arrived, as
+// the mock's load_curve mode draws them. Every step of the run
+// contributes, ramps and drains included, so the levels are the counts the
+// server actually saw, not the ladder's nominal concurrency.
+
+// Minimum samples for an in-flight count to become a level: fewer say too
+// little about a distribution; their counts are read between the levels.
+const (
+	minLevelTTFT = 5
+	minLevelITL  = 20
+)
+
+// LoadCurve is the load-curve fit and its evidence.
+type LoadCurve struct {
+	Curve    engine.LoadCurve
+	Validity engine.Validity
+	// Sparse counts the in-flight counts seen with too few samples to be
+	// a level (interpolated between levels in the profile).
+	Sparse int
+}
+
+// occupancy counts requests in flight from the records' send and end times.
+type occupancy struct{ starts, ends []int64 }
+
+func newOccupancy(recs []results.Record) occupancy {
+	var o occupancy
+	for i := range recs {
+		r := &recs[i]
+		if r.SentNS <= 0 {
+			continue
+		}
+		end := max(r.DoneNS, r.LastTokenNS, r.SentNS)
+		if r.OK() && r.FirstTokenNS > 0 {
+			end = r.SentNS + 1
+			if t := r.ChunkTimes(); len(t) >= 2 {
+				end = t[len(t)-2] + 1 // the last gap began: drawn with the request still counted
+			}
+		}
+		o.starts = append(o.starts, r.SentNS)
+		o.ends = append(o.ends, end)
+	}
+	slices.Sort(o.starts)
+	slices.Sort(o.ends)
+	return o
+}
+
+// at is the number of requests in flight at t (sent at or before t, not
+// yet ended).
+func (o occupancy) at(t int64) int {
+	s := sort.Search(len(o.starts), func(i int) bool { return o.starts[i] > t })
+	e := sort.Search(len(o.ends), func(i int) bool { return o.ends[i] > t })
+	return s - e
+}
+
+// ttftSample is one request's TTFT at its in-flight count and prompt.
+type ttftSample struct {
+	n      int
+	prompt float64
+	ns     float64
+}
+
+// usable reports whether r's latencies can be measured: a successful,
+// measured (not warm-up) request with a first token.
+func usable(r *results.Record) bool {
+	return r.OK() && !r.Warmup && r.FirstTokenNS > 0 && r.SentNS > 0
+}
+
+// tokenGaps returns r's inter-token gaps per token with the time each
+// began: a chunk of k tokens counts as k gaps of a k-th of its chunk gap.
+func tokenGaps(r *results.Record, visit func(start int64, gap float64)) {
+	t := r.FirstTokenNS
+	for i, g := range r.ChunkGapsNS {
+		k := 1
+		if i+1 < len(r.ChunkTokens) && r.ChunkTokens[i+1] > 0 {
+			k = int(r.ChunkTokens[i+1])
+		}
+		for range k {
+			visit(t, float64(g)/float64(k))
+		}
+		t += g
+	}
+}
+
+// fitLoadCurve builds the load curve from the records of one target.
+func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
+	occ := newOccupancy(recs)
+	var ttft []ttftSample
+	itl := map[int][]float64{}
+	minPrompt := math.MaxInt
+	maxPrompt := 0
+	for i := range recs {
+		r := &recs[i]
+		if !usable(r) || !r.Stream {
+			continue
+		}
+		ttft = append(ttft, ttftSample{n: occ.at(r.SentNS), prompt: float64(r.NIn), ns: float64(r.FirstTokenNS - r.SentNS)})
+		minPrompt = min(minPrompt, r.NIn)
+		maxPrompt = max(maxPrompt, r.NIn)
+		tokenGaps(r, func(start int64, gap float64) {
+			n := occ.at(start)
+			itl[n] = append(itl[n], gap)
+		})
+	}
+	if len(ttft) == 0 {
+		return nil, fmt.Errorf("no successful streamed request")
+	}
+	lc := &LoadCurve{}
+	slope, ref := promptSlope(ttft)
+	lc.Curve.TTFTPerPromptTokenUS = round(slope/1e3, 3)
+	lc.Curve.PromptTokens = int(math.Round(ref))
+	byN := map[int][]float64{}
+	for _, s := range ttft {
+		byN[s.n] = append(byN[s.n], s.ns-slope*(s.prompt-float64(lc.Curve.PromptTokens)))
+	}
+	for _, n := range keysInt(byN, itl) {
+		if len(byN[n]) < minLevelTTFT || len(itl[n]) < minLevelITL {
+			lc.Sparse++
+			continue
+		}
+		lc.Curve.Levels = append(lc.Curve.Levels, engine.LoadLevel{
+			InFlight: n, TTFT: quantilesOf(byN[n]), ITL: quantilesOf(itl[n]),
+			TTFTSamples: len(byN[n]), ITLSamples: len(itl[n]),
+		})
+	}
+	if len(lc.Curve.Levels) == 0 {
+		return nil, fmt.Errorf("no in-flight count with at least %d requests and %d inter-token gaps", minLevelTTFT, minLevelITL)
+	}
+	levels := lc.Curve.Levels
+	lc.Validity = engine.Validity{
+		MinInFlight: levels[0].InFlight, MaxInFlight: levels[len(levels)-1].InFlight,
+		MinPromptTokens: minPrompt, MaxPromptTokens: maxPrompt,
+	}
+	return lc, nil
+}
+
+// promptSlope fits TTFT's growth with prompt length (ns per token) within
+// in-flight counts, so load does not pass for prompt length, and returns
+// it with the mean prompt. A negative slope is noise and becomes 0.
+func promptSlope(s []ttftSample) (slope, meanPrompt float64) {
+	type acc struct{ n, x, y float64 }
+	groups := map[int]*acc{}
+	for _, v := range s {
+		g := groups[v.n]
+		if g == nil {
+			g = &acc{}
+			groups[v.n] = g
+		}
+		g.n++
+		g.x += v.prompt
+		g.y += v.ns
+		meanPrompt += v.prompt
+	}
+	meanPrompt /= float64(len(s))
+	var sxy, sxx float64
+	for _, v := range s {
+		g := groups[v.n]
+		dx := v.prompt - g.x/g.n
+		sxy += dx * (v.ns - g.y/g.n)
+		sxx += dx * dx
+	}
+	if sxx == 0 {
+		return 0, meanPrompt
+	}
+	return max(0, sxy/sxx), meanPrompt
+}
+
+// quantilesOf summarises samples (ns) at engine.QuantileLevels, to the µs.
+func quantilesOf(v []float64) engine.Quantiles {
+	var out [len(engine.QuantileLevels)]time.Duration
+	for i, u := range engine.QuantileLevels {
+		out[i] = time.Duration(analysis.Quantile(v, u)).Round(time.Microsecond)
+		if i > 0 {
+			out[i] = max(out[i], out[i-1])
+		}
+	}
+	return engine.QuantilesOf(out)
+}
+
+// keysInt returns the keys of a and b, sorted, without repeats.
+func keysInt(a, b map[int][]float64) []int {
+	var out []int
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// printLoadCurve writes the load curve's levels.
+func (r *Result) printLoadCurve(w io.Writer) {
+	lc := r.LoadCurve
+	fmt.Fprintf(w, "load curve: TTFT and ITL at each count of requests in flight (%d levels, %d sparse counts between them), "+
+		"TTFT %+.3f µs per prompt token from %d\n", len(lc.Curve.Levels), lc.Sparse,
+		lc.Curve.TTFTPerPromptTokenUS, lc.Curve.PromptTokens)
+	for _, l := range lc.Curve.Levels {
+		fmt.Fprintf(w, "  %3d in flight: TTFT p50 %s p99 %s (%d requests), ITL p50 %s p99 %s (%d gaps)\n",
+			l.InFlight, fmtMS(l.TTFT.P50), fmtMS(l.TTFT.P99), l.TTFTSamples,
+			fmtMS(l.ITL.P50), fmtMS(l.ITL.P99), l.ITLSamples)
+	}
+}
+
+func timeNS(ns int64) time.Duration { return time.Duration(ns) }
