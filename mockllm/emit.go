@@ -30,6 +30,7 @@ type emitter struct {
 	tickFrom  time.Time // pacing origin: the first token's due time
 	lastWrite time.Time
 	dequeued  time.Time
+	left      bool // leave was called
 }
 
 // emitDeps is what an emitter needs beyond its request. The server hands
@@ -42,6 +43,7 @@ type emitDeps struct {
 	truth    *truthStore
 	clock    truthClock
 	shutdown context.Context // ends when Drain gives up or Close is called
+	leave    func()          // the request stops counting as generating
 }
 
 // flushWriter is what an emitter writes to: gin's writer in the server,
@@ -69,6 +71,15 @@ func newEmitter(d emitDeps, w flushWriter, j *job, st engine.Stream, tr *Truth, 
 }
 
 func (e *emitter) stop() { e.pace.stop() }
+
+// done ends the request's count as generating, once: before its last
+// write, so a client that has read the end never races the count.
+func (e *emitter) done() {
+	if !e.left && e.leave != nil {
+		e.left = true
+		e.leave()
+	}
+}
 
 // stream writes an SSE response, one event per token group.
 func (e *emitter) stream(ctx context.Context) {
@@ -152,6 +163,7 @@ func (e *emitter) record(now time.Time, n int, due time.Time) {
 // truth is stored before the terminating bytes, so a client that has read
 // them can fetch it at once.
 func (e *emitter) finish(why end) {
+	e.done()
 	tr := e.tr
 	switch why {
 	case endDone:
@@ -207,6 +219,7 @@ func (e *emitter) whole(ctx context.Context) {
 		return
 	}
 	e.cutBody()
+	e.done()
 	body := e.enc.whole()
 	now := time.Now()
 	ns := e.clock.ns(now)

@@ -126,6 +126,7 @@ func (s *Server) emitDeps(j *job, plan faultPlan, id string) emitDeps {
 		truth:    s.truth,
 		clock:    s.clock,
 		shutdown: s.abortCtx,
+		leave:    s.watch.leave,
 	}
 }
 
@@ -138,6 +139,7 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	defer context.AfterFunc(s.abortCtx, cancel)()
 	tr := Truth{ID: id, API: j.api, Stream: j.stream, Status: http.StatusOK, Fault: plan.kind,
 		PromptTokens: j.promptTokens, ArrivalNS: s.Since(arrival)}
+	s.watch.arrive(j.promptTokens)
 	st, err := s.sched.Start(ctx, engine.Request{ID: id, PromptTokens: j.promptTokens, OutputTokens: j.outTokens})
 	if err != nil {
 		var e *apiError
@@ -151,6 +153,7 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 		default:
 			e = badRequest("", err.Error())
 		}
+		s.watch.leave()
 		s.metrics.rejected.WithLabelValues(rejectReason(e)).Inc()
 		tr.Status = statusFor(j.api, e)
 		s.truth.put(tr)
@@ -163,6 +166,7 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	defer s.streams.Add(-1)
 	em := newEmitter(s.emitDeps(j, plan, id), c.Writer, j, st, &tr, arrival)
 	defer em.stop()
+	defer em.done() // when no last write came
 	if j.stream {
 		em.stream(ctx)
 	} else {

@@ -1,6 +1,7 @@
 package mockllm
 
 import (
+	"io"
 	"time"
 
 	"github.com/llm-testbed/testbed/mockllm/engine"
@@ -25,6 +26,7 @@ type config struct {
 	wallClock    func() time.Time
 	startupDelay *time.Duration
 	coarseTimers bool
+	warnings     io.Writer
 }
 
 // Defaults of New.
@@ -135,6 +137,13 @@ func WithStartupDelay(d time.Duration) Option {
 // follow the virtual clock.
 func WithPreciseTimers(on bool) Option {
 	return func(c *config) { c.coarseTimers = !on }
+}
+
+// WithWarnings sets where the server writes warnings about how it is
+// driven, such as a load outside the range its fitted profile states
+// (default os.Stderr; nil silences them, the metrics still count).
+func WithWarnings(w io.Writer) Option {
+	return func(c *config) { c.warnings = w }
 }
 
 // LimitConfig holds throttling limits. The zero value limits nothing.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ type Server struct {
 	limiter *limiter
 	truth   *truthStore
 	metrics *metrics
+	watch   *validityWatch
 	waker   *wake.Waker // nil with WithPreciseTimers(false)
 	idSeq   atomic.Uint64
 	created func() int64
@@ -61,7 +63,7 @@ type Server struct {
 // "ideal" profile (fixed 100 ms TTFT, 20 ms ITL), no limits and no faults.
 func New(opts ...Option) (*Server, error) {
 	cfg := config{model: DefaultModel, truthCap: DefaultTruthCapacity, maxBody: DefaultMaxBodyBytes,
-		answerMin: DefaultAnswerMin, answerMax: DefaultAnswerMax, wallClock: time.Now}
+		answerMin: DefaultAnswerMin, answerMax: DefaultAnswerMax, wallClock: time.Now, warnings: os.Stderr}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -97,6 +99,7 @@ func New(opts ...Option) (*Server, error) {
 	s.truth = newTruthStore(cfg.truthCap)
 	s.created = func() int64 { return cfg.wallClock().Unix() }
 	s.metrics = newMetrics(s)
+	s.watch = newValidityWatch(cfg.profile.Validity, cfg.warnings, s.metrics.reg)
 	s.router = s.routes()
 	if !cfg.coarseTimers {
 		s.waker = wake.New()

@@ -140,7 +140,7 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	srv, err := mockllm.New(
-		mockllm.WithProfile(prof), mockllm.WithModel(f.model), mockllm.WithSeed(f.seed),
+		mockllm.WithProfile(prof), mockllm.WithModel(f.model), mockllm.WithSeed(f.seed), mockllm.WithWarnings(stderr),
 		mockllm.WithAPIKey(f.apiKey), mockllm.WithFaults(f.faults),
 		mockllm.WithLimits(mockllm.LimitConfig{RPM: f.rpm, TPM: f.tpm, MaxConcurrency: f.maxConcurrency}),
 		mockllm.WithAnswerLength(f.answerMin, f.answerMax), mockllm.WithMaxBodyBytes(f.maxBody),
