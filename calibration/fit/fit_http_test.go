@@ -102,9 +102,9 @@ func loadLadder(url string) harness.Plan {
 		Dataset:   harness.Dataset{InputTokens: in, OutputTokens: out},
 		IgnoreEOS: true,
 		Extra: []harness.StepSpec{
-			{Scenario: "concurrency", Concurrency: 1, Requests: 12},
-			{Scenario: "concurrency", Concurrency: 2, Requests: 16},
-			{Scenario: "concurrency", Concurrency: 4, Requests: 28},
+			{Scenario: "concurrency", Concurrency: 1, Requests: 16},
+			{Scenario: "concurrency", Concurrency: 2, Requests: 20},
+			{Scenario: "concurrency", Concurrency: 4, Requests: 32},
 			{Scenario: "concurrency", Concurrency: 8, Requests: 48},
 		},
 	}
@@ -123,8 +123,8 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 		t.Skip("real-time run of several seconds")
 	}
 	ls := &loadServer{
-		ttftBase: 20 * time.Millisecond, ttftPerReq: 6 * time.Millisecond, ttftPerPromptToken: 10 * time.Microsecond,
-		itlBase: 6 * time.Millisecond, itlPerReq: 1500 * time.Microsecond, cv: 0.05, seed: 3,
+		ttftBase: 30 * time.Millisecond, ttftPerReq: 9 * time.Millisecond, ttftPerPromptToken: 15 * time.Microsecond,
+		itlBase: 9 * time.Millisecond, itlPerReq: 2250 * time.Microsecond, cv: 0.05, seed: 3,
 	}
 	srv := httptest.NewServer(ls)
 	defer srv.Close()
@@ -167,17 +167,40 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 	}
 	names := [4]string{"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"}
 	tol := [4]float64{0.10, 0.25, 0.10, 0.25}
+	judged := 0
 	for step, w := range want {
 		g := got[step]
+		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, mock %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
+			w.label, w.fig[0], w.fig[1], w.fig[2], w.fig[3], g.fig[0], g.fig[1], g.fig[2], g.fig[3])
+		// A step whose client was starved of CPU (the harness's own
+		// verdict) timed the machine's scheduler, not the server or the mock.
+		if why := clientBound(measured, replayed, step); why != "" {
+			t.Logf("%s: not judged: %s", w.label, why)
+			continue
+		}
+		judged++
 		for i := range w.fig {
 			if !within(g.fig[i], w.fig[i], tol[i]) {
 				t.Errorf("%s %s: mock %.2f ms, server %.2f ms (want within %.0f%%)",
 					w.label, names[i], g.fig[i], w.fig[i], 100*tol[i])
 			}
 		}
-		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, mock %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
-			w.label, w.fig[0], w.fig[1], w.fig[2], w.fig[3], g.fig[0], g.fig[1], g.fig[2], g.fig[3])
 	}
+	if judged == 0 {
+		t.Skip("every step was client-bound on this machine: nothing to judge")
+	}
+}
+
+// clientBound says why step of either run was client-bound, or "".
+func clientBound(a, b *harness.Outcome, step int) string {
+	for _, o := range []*harness.Outcome{a, b} {
+		for _, s := range o.Summary.Steps {
+			if s.Step == step && s.ClientBound {
+				return "client-bound: " + s.ClientBoundReason
+			}
+		}
+	}
+	return ""
 }
 
 // figures are one step's TTFT and ITL p50 and p99 in ms.

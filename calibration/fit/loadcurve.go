@@ -23,9 +23,12 @@ import (
 // goroutine will have unwound after the last write, and a closed-loop
 // client does not wait for it); the count at a time is the sends up to it
 // minus the ends up to it. A
-// request's TTFT is booked at the count at its send (itself included),
-// each inter-token gap at the count when the chunk before it arrived, as
-// the mock's load_curve mode draws them. Every step of the run
+// request's TTFT is booked at the count sendWindow after its send (itself
+// included): requests sent together, as a closed loop's workers do when a
+// step starts, reach the server in an order the client cannot see, so each
+// is booked with the whole burst in flight rather than by the client's
+// order of sends. Each inter-token gap is booked at the count when the
+// chunk before it arrived, as the mock's load_curve mode draws them. Every step of the run
 // contributes, ramps and drains included, so the levels are the counts the
 // server actually saw, not the ladder's nominal concurrency.
 
@@ -35,6 +38,10 @@ const (
 	minLevelTTFT = 5
 	minLevelITL  = 20
 )
+
+// sendWindow is how long after its send a request's count is taken for
+// its TTFT: sends closer than this count as one burst.
+const sendWindow = int64(time.Millisecond)
 
 // LoadCurve is the load-curve fit and its evidence.
 type LoadCurve struct {
@@ -119,7 +126,7 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 		if !usable(r) || !r.Stream {
 			continue
 		}
-		ttft = append(ttft, ttftSample{n: occ.at(r.SentNS), prompt: float64(r.NIn), ns: float64(r.FirstTokenNS - r.SentNS)})
+		ttft = append(ttft, ttftSample{n: occ.at(r.SentNS + sendWindow), prompt: float64(r.NIn), ns: float64(r.FirstTokenNS - r.SentNS)})
 		minPrompt = min(minPrompt, r.NIn)
 		maxPrompt = max(maxPrompt, r.NIn)
 		tokenGaps(r, func(start int64, gap float64) {
