@@ -168,33 +168,53 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 
 // promptSlope fits TTFT's growth with prompt length (ns per token) within
 // in-flight counts, so load does not pass for prompt length, and returns
-// it with the mean prompt. A negative slope is noise and becomes 0.
+// it with the mean prompt. Each count's own least-squares slope is
+// weighted by its precision (prompt spread over residual variance), so a
+// count whose TTFT varies for other reasons (a burst of sends at a step's
+// start, whose order at the server the client cannot see) weighs little.
+// A negative slope is noise and becomes 0.
 func promptSlope(s []ttftSample) (slope, meanPrompt float64) {
-	type acc struct{ n, x, y float64 }
-	groups := map[int]*acc{}
+	groups := map[int][]ttftSample{}
 	for _, v := range s {
-		g := groups[v.n]
-		if g == nil {
-			g = &acc{}
-			groups[v.n] = g
-		}
-		g.n++
-		g.x += v.prompt
-		g.y += v.ns
+		groups[v.n] = append(groups[v.n], v)
 		meanPrompt += v.prompt
 	}
 	meanPrompt /= float64(len(s))
-	var sxy, sxx float64
-	for _, v := range s {
-		g := groups[v.n]
-		dx := v.prompt - g.x/g.n
-		sxy += dx * (v.ns - g.y/g.n)
-		sxx += dx * dx
+	var num, den float64
+	for _, g := range groups {
+		if len(g) < 3 {
+			continue
+		}
+		var mx, my float64
+		for _, v := range g {
+			mx += v.prompt
+			my += v.ns
+		}
+		mx /= float64(len(g))
+		my /= float64(len(g))
+		var sxy, sxx float64
+		for _, v := range g {
+			sxy += (v.prompt - mx) * (v.ns - my)
+			sxx += (v.prompt - mx) * (v.prompt - mx)
+		}
+		if sxx == 0 {
+			continue
+		}
+		b := sxy / sxx
+		var rss float64
+		for _, v := range g {
+			e := v.ns - my - b*(v.prompt-mx)
+			rss += e * e
+		}
+		sigma2 := math.Max(rss/float64(len(g)-2), 1) // 1 ns²: exact data
+		w := sxx / sigma2                               // 1 / var(b)
+		num += w * b
+		den += w
 	}
-	if sxx == 0 {
+	if den == 0 {
 		return 0, meanPrompt
 	}
-	return max(0, sxy/sxx), meanPrompt
+	return max(0, num/den), meanPrompt
 }
 
 // quantilesOf summarises samples (ns) at engine.QuantileLevels, to the µs.
