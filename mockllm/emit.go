@@ -72,11 +72,17 @@ func newEmitter(d emitDeps, w flushWriter, j *job, st engine.Stream, tr *Truth, 
 
 func (e *emitter) stop() { e.pace.stop() }
 
-// done ends the request's count as generating, once: before its last
-// write, so a client that has read the end never races the count.
+// done ends the request's count as generating and closes its engine
+// stream, once: before its last write, so a client that has read the end
+// and sends its next request never finds this one still counted (by the
+// validity watch, or by the load_curve mode's draws).
 func (e *emitter) done() {
-	if !e.left && e.leave != nil {
-		e.left = true
+	if e.left {
+		return
+	}
+	e.left = true
+	e.st.Close()
+	if e.leave != nil {
 		e.leave()
 	}
 }

@@ -140,7 +140,8 @@ func (s *Server) run(c *gin.Context, j *job, plan faultPlan, arrival time.Time, 
 	tr := Truth{ID: id, API: j.api, Stream: j.stream, Status: http.StatusOK, Fault: plan.kind,
 		PromptTokens: j.promptTokens, ArrivalNS: s.Since(arrival)}
 	s.watch.arrive(j.promptTokens)
-	st, err := s.sched.Start(ctx, engine.Request{ID: id, PromptTokens: j.promptTokens, OutputTokens: j.outTokens})
+	st, err := s.sched.Start(ctx, engine.Request{ID: id, PromptTokens: j.promptTokens, OutputTokens: j.outTokens,
+		Waited: time.Since(arrival)})
 	if err != nil {
 		var e *apiError
 		switch {

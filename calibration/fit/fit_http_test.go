@@ -2,6 +2,8 @@ package fit
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -167,6 +169,20 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 	}
 	names := [4]string{"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"}
 	tol := [4]float64{0.10, 0.25, 0.10, 0.25}
+	// A p99 is one write in a hundred: when more than that share of the
+	// server's or the mock's writes missed their time by over a millisecond
+	// (each counts its own), the p99s timed the machine, not the model.
+	// Likewise the p50s, when more than a tenth did.
+	mockLate := mockLateShare(t, m)
+	late := fmt.Sprintf("%.1f%% of the server's and %.1f%% of the mock's token writes were over 1 ms late",
+		100*ls.lateShare(), 100*mockLate)
+	tails := ls.lateShare() <= 0.01 && mockLate <= 0.01
+	if !tails {
+		t.Logf("p99s not judged: %s", late)
+	}
+	if ls.lateShare() > 0.10 || mockLate > 0.10 {
+		t.Skipf("not judged: %s: the machine is too busy to time either", late)
+	}
 	judged := 0
 	for step, w := range want {
 		g := got[step]
@@ -180,6 +196,9 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 		}
 		judged++
 		for i := range w.fig {
+			if i%2 == 1 && !tails {
+				continue
+			}
 			if !within(g.fig[i], w.fig[i], tol[i]) {
 				t.Errorf("%s %s: mock %.2f ms, server %.2f ms (want within %.0f%%)",
 					w.label, names[i], g.fig[i], w.fig[i], 100*tol[i])
@@ -225,4 +244,27 @@ func stepFigures(t *testing.T, dir string) []figures {
 		out = append(out, figures{s.label, f})
 	}
 	return out
+}
+
+// mockLateShare is the share of the mock's writes more than a millisecond
+// after their due time, from its emission-lateness histogram.
+func mockLateShare(t *testing.T, m *mockllm.Server) float64 {
+	t.Helper()
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "testbed_mock_emission_lateness_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 0.001 {
+				return 1 - float64(b.GetCumulativeCount())/math.Max(1, float64(h.GetSampleCount()))
+			}
+		}
+	}
+	t.Fatal("the mock has no emission-lateness histogram with a 1 ms bound")
+	return 0
 }

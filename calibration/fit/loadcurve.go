@@ -16,21 +16,18 @@ import (
 // Load-curve fit: the latency of a server that slows down under load
 // without a visible shared step, as distributions at each number of
 // requests in flight. The count comes from the records themselves: a
-// request is in flight from its send until its last inter-token gap began
-// (the arrival of its second-to-last chunk; its send for a one-chunk
-// answer, the end of the response for a failed one), which is how the
-// mock's load_curve mode counts (it cannot know when its handler's
-// goroutine will have unwound after the last write, and a closed-loop
-// client does not wait for it); the count at a time is the sends up to it
-// minus the ends up to it. A
-// request's TTFT is booked at the count sendWindow after its send (itself
-// included): requests sent together, as a closed loop's workers do when a
-// step starts, reach the server in an order the client cannot see, so each
-// is booked with the whole burst in flight rather than by the client's
-// order of sends. Each inter-token gap is booked at the count when the
-// chunk before it arrived, as the mock's load_curve mode draws them. Every step of the run
-// contributes, ramps and drains included, so the levels are the counts the
-// server actually saw, not the ladder's nominal concurrency.
+// request is in flight from its send until its response was fully read
+// (the mock's load_curve mode counts a request until just before it writes
+// the end of the response, which comes to the same), so the count at a
+// time is the sends up to it minus the ends up to it. A request's TTFT is
+// booked at the count sendWindow after its send (itself included):
+// requests sent together, as a closed loop's workers do when a step
+// starts, reach the server in an order the client cannot see, so each is
+// booked with the whole burst in flight rather than by the client's order
+// of sends. Each inter-token gap is booked at the count when the chunk
+// before it arrived, as the mock's load_curve mode draws them. Every step
+// of the run contributes, ramps and drains included, so the levels are the
+// counts the server actually saw, not the ladder's nominal concurrency.
 
 // Minimum samples for an in-flight count to become a level: fewer say too
 // little about a distribution; their counts are read between the levels.
@@ -63,12 +60,6 @@ func newOccupancy(recs []results.Record) occupancy {
 			continue
 		}
 		end := max(r.DoneNS, r.LastTokenNS, r.SentNS)
-		if r.OK() && r.FirstTokenNS > 0 {
-			end = r.SentNS + 1
-			if t := r.ChunkTimes(); len(t) >= 2 {
-				end = t[len(t)-2] + 1 // the last gap began: drawn with the request still counted
-			}
-		}
 		o.starts = append(o.starts, r.SentNS)
 		o.ends = append(o.ends, end)
 	}
@@ -207,7 +198,7 @@ func promptSlope(s []ttftSample) (slope, meanPrompt float64) {
 			rss += e * e
 		}
 		sigma2 := math.Max(rss/float64(len(g)-2), 1) // 1 ns²: exact data
-		w := sxx / sigma2                               // 1 / var(b)
+		w := sxx / sigma2                            // 1 / var(b)
 		num += w * b
 		den += w
 	}

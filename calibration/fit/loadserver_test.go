@@ -32,6 +32,14 @@ type loadServer struct {
 
 	inFlight atomic.Int64
 	reqs     atomic.Uint64
+	writes   atomic.Int64 // token writes
+	late     atomic.Int64 // of them, more than a millisecond after their time
+}
+
+// lateShare is the share of token writes more than a millisecond late: a
+// busy machine's, not the model's.
+func (s *loadServer) lateShare() float64 {
+	return float64(s.late.Load()) / math.Max(1, float64(s.writes.Load()))
 }
 
 // chatRequest is what the server reads of a chat completion request.
@@ -68,6 +76,10 @@ func (s *loadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			next = next.Add(s.jitter(rng, s.itlBase+time.Duration(m-1)*s.itlPerReq))
 		}
 		time.Sleep(time.Until(next))
+		s.writes.Add(1)
+		if time.Since(next) > time.Millisecond {
+			s.late.Add(1)
+		}
 		fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"+
 			"\"delta\":{\"content\":\" w%d\"},\"finish_reason\":null}]}\n\n", i)
 		fl.Flush()

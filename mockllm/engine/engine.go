@@ -38,6 +38,11 @@ type Request struct {
 	ID           string
 	PromptTokens int // tokens in the prompt, already counted and checked against MaxModelLen
 	OutputTokens int // exact number of tokens to generate (max_tokens resolved; EOS is modelled by the caller)
+	// Waited is how long ago the request reached the server when Start is
+	// called (parsing, validation): fixed and load_curve modes count TTFT
+	// from that arrival (at most a second back), as Profile.TTFT promises.
+	// The step model ignores it.
+	Waited time.Duration
 }
 
 // Token is one generated token's scheduled emission.

@@ -20,8 +20,8 @@ type fixedScheduler struct {
 	seed  uint64
 	curve *curve // load_curve mode; nil in fixed mode
 
-	// inFlight counts streams that have tokens left to hand out, read
-	// without the lock per token (load_curve mode; see loadcurve.go).
+	// inFlight counts open streams, read without the lock per token
+	// (load_curve mode; see loadcurve.go).
 	inFlight atomic.Int64
 
 	mu      sync.Mutex
@@ -63,8 +63,10 @@ func (s *fixedScheduler) Start(ctx context.Context, req Request) (Stream, error)
 		s.warmAt = now.Add(s.p.ColdStart)
 	}
 	s.started = true
-	begin := now
-	if s.warmAt.After(now) {
+	// TTFT counts from the request's arrival at the server, not from
+	// Start: the HTTP layer's parsing and checks are part of it.
+	begin := now.Add(-min(max(req.Waited, 0), time.Second))
+	if s.warmAt.After(begin) {
 		begin = s.warmAt
 	}
 	s.active++
@@ -147,9 +149,6 @@ func (st *fixedStream) Next(ctx context.Context) (Token, bool, error) {
 		return Token{}, false, nil
 	}
 	gap := st.gap()
-	if st.i == st.n-1 {
-		st.leave() // its last gap is drawn: no longer in flight for others' draws
-	}
 	st.next = st.next.Add(gap)
 	tok := Token{Index: st.i, Due: st.next}
 	st.i++

@@ -15,21 +15,22 @@ import (
 // Which count a draw uses: a request's TTFT is drawn at the count when it
 // arrives (itself included); the gap before token i > 0 is drawn at the
 // count when token i is handed out, which is when the mock has just
-// written token i−1. A request counts from its arrival until its last
-// gap is drawn (when its last token is handed out, one gap before it is
-// written), not until its handler returns: a closed-loop client sends its
-// next request as soon as it reads the end of the stream, often before
-// the server's goroutine has unwound, and the count must not see both.
-// `testbed fit` counts the same way from client records (a request is in
-// flight from its send until its second-to-last chunk arrived). Between two levels every quantile is interpolated linearly
-// in the count; below the first level the first level holds (no
-// extrapolation towards zero load); above the last, each quantile grows
-// linearly with the slope of the last two levels, clamped at zero growth
-// (a curve that fell at the top is held flat rather than extrapolated to
-// zero), and the quantiles are then kept in order. A draw is the inverse
-// CDF at a uniform variate from the stream's seeded generator: piecewise
-// linear between the stored quantiles, flat below p1 and above p99, so the
-// mock reproduces the measured p1…p99 and does not invent a tail beyond.
+// written token i−1. A request counts from Start until its stream is
+// closed; the mock closes it just before writing the end of the response,
+// so a closed-loop client, which sends its next request once it has read
+// that end, never finds the last one still counted. `testbed fit` counts
+// the same way from client records (from a request's send until it was
+// fully read).
+//
+// Between two levels every quantile is interpolated linearly in the count;
+// below the first level the first level holds (no extrapolation towards
+// zero load); above the last, each quantile grows linearly with the slope
+// of the last two levels, clamped at zero growth (a curve that fell at the
+// top is held flat rather than extrapolated to zero), and the quantiles
+// are then kept in order. A draw is the inverse CDF at a uniform variate
+// from the stream's seeded generator: piecewise linear between the stored
+// quantiles, flat below p1 and above p99, so the mock reproduces the
+// measured p1…p99 and does not invent a tail beyond.
 
 // QuantileLevels are the cumulative probabilities of the fields of Quantiles.
 var QuantileLevels = [nQuantiles]float64{0.01, 0.10, 0.25, 0.50, 0.75, 0.90, 0.99}

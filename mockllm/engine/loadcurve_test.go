@@ -220,3 +220,45 @@ func TestSimulateEngine(t *testing.T) {
 		t.Errorf("shared decode step %v, want %v", got, want)
 	}
 }
+
+// TTFT counts from the request's arrival at the server: the time it
+// waited in the HTTP layer before Start comes off its first token's due
+// time (at most a second of it; a negative wait is none).
+func TestFixedTTFTFromArrival(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		waited time.Duration
+		want   time.Duration // first token's due after Start
+	}{
+		{"no wait", 0, 100 * time.Millisecond},
+		{"parsed for 3ms", 3 * time.Millisecond, 97 * time.Millisecond},
+		// A wait longer than TTFT makes the token due at once (in the past).
+		{"waited past TTFT", 150 * time.Millisecond, -50 * time.Millisecond},
+		{"negative", -time.Second, 100 * time.Millisecond},
+		{"bounded", time.Hour, 100*time.Millisecond - time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			t0 := time.Unix(0, 0)
+			s, err := New(mustPreset(t, "ideal"), WithClock(NewVirtualClock(t0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			st, err := s.Start(t.Context(), Request{PromptTokens: 1, OutputTokens: 1, Waited: tt.waited})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			tok, _, err := st.Next(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tok.Due.Sub(t0); got != tt.want {
+				t.Errorf("first token due at %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
