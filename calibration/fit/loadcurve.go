@@ -134,7 +134,8 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 	lc.Curve.PromptTokens = int(math.Round(ref))
 	byN := map[int][]float64{}
 	for _, s := range ttft {
-		byN[s.n] = append(byN[s.n], s.ns-slope*(s.prompt-float64(lc.Curve.PromptTokens)))
+		// At the reference prompt; never below 0, as the mock never draws below 0.
+		byN[s.n] = append(byN[s.n], max(0, s.ns-slope*(s.prompt-float64(lc.Curve.PromptTokens))))
 	}
 	for _, n := range keysInt(byN, itl) {
 		if len(byN[n]) < minLevelTTFT || len(itl[n]) < minLevelITL {
@@ -148,6 +149,10 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 	}
 	if len(lc.Curve.Levels) == 0 {
 		return nil, fmt.Errorf("no in-flight count with at least %d requests and %d inter-token gaps", minLevelTTFT, minLevelITL)
+	}
+	check := engine.Profile{Name: "load curve", Mode: engine.ModeLoadCurve, LoadCurve: lc.Curve}
+	if err := check.Validate(); err != nil {
+		return nil, err
 	}
 	levels := lc.Curve.Levels
 	lc.Validity = engine.Validity{

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
 
@@ -95,5 +96,36 @@ func TestFitForcedMode(t *testing.T) {
 				t.Errorf("mode %s, want %s", res.Profile.Mode, tt.want)
 			}
 		})
+	}
+}
+
+// TTFT taken back to the reference prompt is never below 0: here every
+// other request has a long prompt and a slow first token, so the slope is
+// steep and a quick request with a long-enough prompt, taken back to the
+// mean prompt, would come out negative.
+func TestFitLoadCurveNeverNegative(t *testing.T) {
+	t.Parallel()
+	var recs []results.Record
+	for i := range 40 {
+		nin := 100 + 50*i
+		ttft := int64(5e6)
+		if i%2 == 0 {
+			nin, ttft = 2000+10*i, int64(400e6) // long and slow: a steep slope
+		}
+		r := results.Record{Target: "t", Step: 0, Concurrency: 1, Stream: true, SentNS: int64(i) * 1e9,
+			FirstTokenNS: int64(i)*1e9 + ttft, NIn: nin, NOut: 30}
+		for range 29 {
+			r.ChunkGapsNS = append(r.ChunkGapsNS, 1e6)
+		}
+		r.LastTokenNS = r.FirstTokenNS + 29e6
+		r.DoneNS = r.LastTokenNS
+		recs = append(recs, r)
+	}
+	lc, err := fitLoadCurve(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1 := lc.Curve.Levels[0].TTFT.P1; p1 < 0 {
+		t.Errorf("TTFT p1 %v below 0", p1)
 	}
 }
