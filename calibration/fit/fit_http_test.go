@@ -12,6 +12,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness"
 	"github.com/llm-testbed/testbed/harness/results"
+	"github.com/llm-testbed/testbed/internal/wake"
 	"github.com/llm-testbed/testbed/mockllm"
 	"github.com/llm-testbed/testbed/mockllm/engine"
 )
@@ -127,7 +128,9 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 	ls := &loadServer{
 		ttftBase: 30 * time.Millisecond, ttftPerReq: 9 * time.Millisecond, ttftPerPromptToken: 15 * time.Microsecond,
 		itlBase: 9 * time.Millisecond, itlPerReq: 2250 * time.Microsecond, cv: 0.05, seed: 3,
+		waker: wake.New(),
 	}
+	defer ls.waker.Close()
 	srv := httptest.NewServer(ls)
 	defer srv.Close()
 	measured, err := harness.Run(context.Background(), loadLadder(srv.URL), t.TempDir())
@@ -180,14 +183,17 @@ func TestFitRoundTripHTTPLoadCurve(t *testing.T) {
 	if !tails {
 		t.Logf("p99s not judged: %s", late)
 	}
+	for step, w := range want {
+		g := got[step]
+		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, mock %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
+			w.label, w.fig[0], w.fig[1], w.fig[2], w.fig[3], g.fig[0], g.fig[1], g.fig[2], g.fig[3])
+	}
 	if ls.lateShare() > 0.10 || mockLate > 0.10 {
 		t.Skipf("not judged: %s: the machine is too busy to time either", late)
 	}
 	judged := 0
 	for step, w := range want {
 		g := got[step]
-		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, mock %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
-			w.label, w.fig[0], w.fig[1], w.fig[2], w.fig[3], g.fig[0], g.fig[1], g.fig[2], g.fig[3])
 		// A step whose client was starved of CPU (the harness's own
 		// verdict) timed the machine's scheduler, not the server or the mock.
 		if why := clientBound(measured, replayed, step); why != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llm-testbed/testbed/harness/results"
 	"github.com/llm-testbed/testbed/internal/tokens"
+	"github.com/llm-testbed/testbed/internal/wake"
 )
 
 // loadServer is an OpenAI-compatible chat server written for the tests,
@@ -29,6 +30,10 @@ type loadServer struct {
 	itlBase, itlPerReq   time.Duration
 	cv                   float64 // jitter of each sleep
 	seed                 uint64
+
+	// waker sleeps precisely, as the mock does: the runtime's timers can
+	// wake a mostly idle process up to a millisecond late. nil: time.Sleep.
+	waker *wake.Waker
 
 	inFlight atomic.Int64
 	reqs     atomic.Uint64
@@ -75,7 +80,7 @@ func (s *loadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m := s.inFlight.Load()
 			next = next.Add(s.jitter(rng, s.itlBase+time.Duration(m-1)*s.itlPerReq))
 		}
-		time.Sleep(time.Until(next))
+		s.sleep(r, next)
 		s.writes.Add(1)
 		if time.Since(next) > time.Millisecond {
 			s.late.Add(1)
@@ -90,6 +95,15 @@ func (s *loadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\n", prompt, req.MaxTokens)
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
+}
+
+// sleep waits until t.
+func (s *loadServer) sleep(r *http.Request, t time.Time) {
+	if s.waker != nil {
+		s.waker.Sleep(r.Context(), t)
+		return
+	}
+	time.Sleep(time.Until(t))
 }
 
 // jitter scales d by a lognormal factor of mean 1 and CV s.cv.
