@@ -2,6 +2,8 @@ package fit
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -71,23 +73,13 @@ func splitSteps(recs []results.Record) []stepRecs {
 		by[r.Step] = append(by[r.Step], r)
 	}
 	var out []stepRecs
-	for _, k := range slices.Sorted(mapsKeys(by)) {
+	for _, k := range slices.Sorted(maps.Keys(by)) {
 		rs := by[k]
 		slices.SortFunc(rs, func(a, b results.Record) int { return int(a.SentNS - b.SentNS) })
 		label := results.LoadLabel(rs[0].Concurrency, rs[0].Rate)
 		out = append(out, stepRecs{step: k, label: label, recs: rs})
 	}
 	return out
-}
-
-func mapsKeys[V any](m map[int]V) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // holdOut splits the steps: every other one, the last excepted, is held out.
@@ -270,8 +262,8 @@ func measure(recs []results.Record, sim []engine.SimResult) ([4]float64, bool) {
 	}, true
 }
 
-// printChoice writes how the mode was chosen.
-func (ch *Choice) print(w *strings.Builder) {
+// print writes how the mode was chosen.
+func (ch *Choice) print(w io.Writer) {
 	if ch.InSample {
 		fmt.Fprintf(w, "choice: too few steps to hold any out; each mode scored on the steps it was fitted on (%s)\n",
 			strings.Join(ch.HeldOut, ", "))

@@ -731,9 +731,7 @@ func (r *Result) Print(w io.Writer) {
 		r.printLoadCurve(w)
 	}
 	if r.Choice != nil {
-		var sb strings.Builder
-		r.Choice.print(&sb)
-		io.WriteString(w, sb.String())
+		r.Choice.print(w)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)

@@ -117,7 +117,11 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 		if !usable(r) || !r.Stream {
 			continue
 		}
-		ttft = append(ttft, ttftSample{n: occ.at(r.SentNS + sendWindow), prompt: float64(r.NIn), ns: float64(r.FirstTokenNS - r.SentNS)})
+		ttft = append(ttft, ttftSample{
+			n:      occ.at(r.SentNS + sendWindow),
+			prompt: float64(r.NIn),
+			ns:     float64(r.FirstTokenNS - r.SentNS),
+		})
 		minPrompt = min(minPrompt, r.NIn)
 		maxPrompt = max(maxPrompt, r.NIn)
 		tokenGaps(r, func(start int64, gap float64) {
@@ -148,7 +152,8 @@ func fitLoadCurve(recs []results.Record) (*LoadCurve, error) {
 		})
 	}
 	if len(lc.Curve.Levels) == 0 {
-		return nil, fmt.Errorf("no in-flight count with at least %d requests and %d inter-token gaps", minLevelTTFT, minLevelITL)
+		return nil, fmt.Errorf("no in-flight count with at least %d requests and %d inter-token gaps",
+			minLevelTTFT, minLevelITL)
 	}
 	check := engine.Profile{Name: "load curve", Mode: engine.ModeLoadCurve, LoadCurve: lc.Curve}
 	if err := check.Validate(); err != nil {
@@ -243,7 +248,8 @@ func keysInt(a, b map[int][]float64) []int {
 // printLoadCurve writes the load curve's levels.
 func (r *Result) printLoadCurve(w io.Writer) {
 	lc := r.LoadCurve
-	fmt.Fprintf(w, "load curve: TTFT and ITL at each count of requests in flight (%d levels, %d sparse counts between them), "+
+	fmt.Fprintf(w, "load curve: TTFT and ITL at each count of requests in flight "+
+		"(%d levels, %d sparse counts between them), "+
 		"TTFT %+.3f µs per prompt token from %d\n", len(lc.Curve.Levels), lc.Sparse,
 		lc.Curve.TTFTPerPromptTokenUS, lc.Curve.PromptTokens)
 	for _, l := range lc.Curve.Levels {

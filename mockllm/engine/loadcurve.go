@@ -120,7 +120,8 @@ func (c LoadCurve) checkLevels() string {
 	prev := 0
 	for i, l := range c.Levels {
 		if l.InFlight <= prev {
-			return fmt.Sprintf("level %d: in_flight %d must be >= 1 and above the level before (%d)", i, l.InFlight, prev)
+			return fmt.Sprintf("level %d: in_flight %d must be >= 1 and above the level before (%d)",
+				i, l.InFlight, prev)
 		}
 		prev = l.InFlight
 		for _, d := range []struct {

@@ -202,7 +202,8 @@ func TestSimulateEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SimResult{TTFT: 23003 * time.Microsecond, Gaps: []time.Duration{5759 * time.Microsecond, 5759 * time.Microsecond}}
+	step := 5759 * time.Microsecond
+	want := SimResult{TTFT: 23003 * time.Microsecond, Gaps: []time.Duration{step, step}}
 	if !equalResults(res, []SimResult{want}) {
 		t.Errorf("lone request: %+v, want %+v", res[0], want)
 	}
