@@ -2,6 +2,7 @@ package report
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,6 +102,10 @@ func TestNetworkExample(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %s", want)
 		}
+	}
+	paths, err := WriteCharts(filepath.Join(dir, "charts"), []*Run{r})
+	if err != nil || !slices.Contains(paths, filepath.Join(dir, "charts", "chart-decomposition.svg")) {
+		t.Errorf("WriteCharts: %v, %v: no chart-decomposition.svg", paths, err)
 	}
 	// The same server: the gap is the network, whatever the machine's
 	// load does to the server's share, as long as it does it to both.

@@ -69,12 +69,17 @@ func WriteCharts(dir string, runs []*Run) ([]string, error) {
 	}
 	var paths []string
 	for _, b := range build(runs).blocks {
-		c, ok := b.(chartBlock)
-		if !ok {
+		var id, body string
+		switch c := b.(type) {
+		case chartBlock:
+			id, body = c.c.ID, c.c.SVG()
+		case stackBlock: // network.go
+			id, body = c.c.ID, c.c.SVG()
+		default:
 			continue
 		}
-		p := filepath.Join(dir, c.c.ID+".svg")
-		svg := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + c.c.SVG() + "\n"
+		p := filepath.Join(dir, id+".svg")
+		svg := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + body + "\n"
 		if err := os.WriteFile(p, []byte(svg), 0o644); err != nil {
 			return paths, fmt.Errorf("report: %w", err)
 		}
