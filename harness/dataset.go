@@ -110,6 +110,7 @@ type source struct {
 	stream  bool
 	ignEOS  bool
 	next    int
+	owns    func(int) bool // the shard's requests; nil: all
 }
 
 func newSource(step Step, prompts []Prompt, ignoreEOS bool) *source {
@@ -122,13 +123,31 @@ func newSource(step Step, prompts []Prompt, ignoreEOS bool) *source {
 	}
 }
 
-// Next builds the next request. Safe for concurrent use.
+// Next builds the next request. Safe for concurrent use. A shard's source
+// draws every request of the step in order, so each keeps the prompt and
+// lengths it has in a single process, and builds only its own.
 func (s *source) Next() (*Request, error) {
 	s.mu.Lock()
-	i := s.next
+	i, text, in, out, promptSeed := s.draw()
+	for s.owns != nil && !s.owns(i) {
+		i, text, in, out, promptSeed = s.draw()
+	}
+	s.mu.Unlock()
+	if text == "" {
+		text = tokens.Prompt(in, promptSeed)
+	}
+	body, err := requestBody(s.step.Target, text, out, s.stream, s.ignEOS)
+	if err != nil {
+		return nil, err
+	}
+	return &Request{Index: i, InputTokens: in, OutputTokens: out, Body: body}, nil
+}
+
+// draw takes the next request's index, prompt (from the file), lengths
+// and prompt seed from the step's sequence. s.mu must be held.
+func (s *source) draw() (i int, text string, in, out int, promptSeed int64) {
+	i = s.next
 	s.next++
-	var text string
-	in, out := 0, 0
 	if len(s.prompts) > 0 {
 		p := s.prompts[s.r.IntN(len(s.prompts))]
 		text, out = p.Text, p.OutputTokens
@@ -142,16 +161,8 @@ func (s *source) Next() (*Request, error) {
 	if out <= 0 {
 		out = 128
 	}
-	promptSeed := int64(s.r.Uint64() >> 1)
-	s.mu.Unlock()
-	if text == "" {
-		text = tokens.Prompt(in, promptSeed)
-	}
-	body, err := requestBody(s.step.Target, text, out, s.stream, s.ignEOS)
-	if err != nil {
-		return nil, err
-	}
-	return &Request{Index: i, InputTokens: in, OutputTokens: out, Body: body}, nil
+	promptSeed = int64(s.r.Uint64() >> 1)
+	return i, text, in, out, promptSeed
 }
 
 type chatMessage struct {

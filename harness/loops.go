@@ -15,7 +15,7 @@ import (
 // newRecord prepares the record of request rq in step st.
 func (r *runner) newRecord(st *Step, rq *Request, intended int64) *results.Record {
 	rec := getRecord(rq.OutputTokens)
-	rec.ID = fmt.Sprintf("%s-%d-%d", r.runID, st.Index, rq.Index)
+	rec.ID = r.recordID(st, rq.Index)
 	rec.Target = st.Target.Name
 	rec.Step = st.Index
 	rec.Scenario = st.Scenario
@@ -49,34 +49,48 @@ func (r *runner) failBuild(st *Step, idx int, intended int64, err error) {
 	r.finish(rec)
 }
 
+// recordID is unique across the shards of a run: the run id (which names
+// the shard), the step and the request's index in the whole step.
+func (r *runner) recordID(st *Step, idx int) string {
+	return fmt.Sprintf("%s-%d-%d", r.runID, st.Index, idx)
+}
+
 func (r *runner) runStep(ctx, hard context.Context, st Step) {
 	src := newSource(st, r.prompts, r.plan.IgnoreEOS)
+	pt := partOf(&st, r.shardI, r.shardN)
+	if r.shardN > 1 {
+		src.owns = pt.owns
+	}
 	c := r.clients[st.Target.Name+"|"+st.Connection]
 	if st.Rate > 0 {
-		r.openLoop(ctx, hard, st, src, c)
+		r.openLoop(ctx, hard, st, src, c, pt)
 	} else {
-		r.closedLoop(ctx, hard, st, src, c)
+		r.closedLoop(ctx, hard, st, src, c, pt)
 	}
 }
 
 // closedLoop runs Concurrency workers, each sending its next request as
 // soon as its previous one finished. t_sched is the moment the worker was
 // free with its next request built.
-func (r *runner) closedLoop(ctx, hard context.Context, st Step, src *source, c *client) {
+//
+// A shard runs its share of the workers; its k-th request takes the k-th
+// global index it owns, so warm-up and ids mean what they do in one process.
+func (r *runner) closedLoop(ctx, hard context.Context, st Step, src *source, c *client, pt part) {
 	total := int64(-1)
 	if st.Requests > 0 {
-		total = int64(st.Requests + st.Warmup)
+		total = int64(pt.count(st.Requests + st.Warmup))
 	}
 	var next atomic.Int64
 	var measureEnd atomic.Int64 // ns since t0 when the duration ends; 0 until the first measured request
 	var wg sync.WaitGroup
-	for range st.Concurrency {
+	for range pt.workers() {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if total >= 0 && i >= total {
+				k := next.Add(1) - 1
+				if total >= 0 && k >= total {
 					return
 				}
+				i := int64(pt.global(int(k)))
 				if st.IdleBefore > 0 && !waitIdle(ctx, st.IdleBefore) {
 					return // cold-start scenario: nothing in flight for IdleBefore, then send
 				}
@@ -108,7 +122,10 @@ func (r *runner) closedLoop(ctx, hard context.Context, st Step, src *source, c *
 // openLoop sends requests at the pacer's times, measured against absolute
 // times from the step's start, each in its own goroutine, so a slow
 // response never delays the schedule.
-func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *client) {
+//
+// A shard draws the whole step's schedule and sends only the arrivals it
+// owns, so the shards together keep the single process's arrival times.
+func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *client, pt part) {
 	// The step's size is known up front (requests, or rate × duration), so
 	// the schedule hits the asked rate exactly; see NewPacerN.
 	n := st.Requests
@@ -122,7 +139,7 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 	}
 	var sem chan struct{}
 	if st.MaxInFlight > 0 {
-		sem = make(chan struct{}, st.MaxInFlight)
+		sem = make(chan struct{}, share(st.MaxInFlight, r.shardI, r.shardN))
 	}
 	var wg sync.WaitGroup
 	// The pacer waits on a timerfd-backed waker: sub-millisecond on time
@@ -134,6 +151,9 @@ func (r *runner) openLoop(ctx, hard context.Context, st Step, src *source, c *cl
 	start := r.since() + int64(2*time.Millisecond) // time to build the first request
 	for i := range n + st.Warmup {
 		off := pacer.Next()
+		if !pt.owns(i) {
+			continue
+		}
 		intended := start + int64(off)
 		rq, err := src.Next()
 		if err != nil {

@@ -37,6 +37,8 @@ type Plan struct {
 	// Server-side sampling during the run (sampling.go).
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty" json:"server_metrics,omitempty"`
 	GPU           *GPUSampling   `yaml:"gpu,omitempty"            json:"gpu,omitempty"`
+	// Shard makes this run one part of a scaled-out run (shard.go).
+	Shard *Shard `yaml:"shard,omitempty"            json:"shard,omitempty"`
 }
 
 // Target is one server under test.
@@ -253,6 +255,7 @@ func oneOf(v string, allowed ...string) string {
 
 var planRules = []rule{
 	{"scenarios", func(p *Plan) string { return p.Scenarios.problem() }},
+	{"shard", func(p *Plan) string { return p.Shard.problem(p) }},
 	{"targets", func(p *Plan) string {
 		if len(p.Targets) == 0 {
 			return "at least one target is needed"

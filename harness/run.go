@@ -42,6 +42,10 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
+	if plan.Shard != nil {
+		s := *plan.Shard // the coordinator may assign the index: not in the caller's plan
+		plan.Shard = &s
+	}
 	// Emulated links first: everything after, the preflight included,
 	// reaches those targets through them (network.go).
 	lk, err := startLinks(&plan)
@@ -66,7 +70,11 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	if err := preflight(ctx, &plan, t0); err != nil {
 		return nil, errors.Join(err, closeNVML(nvml))
 	}
-	out, err := createResults(ctx, &plan, outDir, t0, o.version)
+	if err := r.joinShards(ctx); err != nil {
+		return nil, errors.Join(err, closeNVML(nvml))
+	}
+	outDir = r.shardDir(outDir)
+	out, err := createResults(ctx, &plan, outDir, t0, o.version, r.shard)
 	if err != nil {
 		return nil, errors.Join(err, closeNVML(nvml))
 	}
@@ -91,6 +99,10 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	info.End = time.Now()
 	info.Interrupted = ctx.Err() != nil
 	info.Records = w.Lines()
+	info.Shard = r.shard
+	if r.coord != nil {
+		err = errors.Join(err, r.coord.done(ctx))
+	}
 	info.Network = r.probes.result(lk)
 	info.TokenStamps, info.TokenStampNotes = r.stampSummary()
 	res := &Outcome{
@@ -123,6 +135,11 @@ func newRunner(ctx context.Context, plan *Plan, t0 time.Time) (*runner, error) {
 		}
 		r.prompts = prompts
 	}
+	r.shardN = 1
+	if plan.Shard != nil {
+		r.shardI = plan.Shard.Index
+		r.shardN = plan.Shard.Count
+	}
 	steps := plan.Steps()
 	maxConns := 0
 	for _, s := range steps {
@@ -131,6 +148,9 @@ func newRunner(ctx context.Context, plan *Plan, t0 time.Time) (*runner, error) {
 			// In flight = rate × latency: room for latencies up to 10 s.
 			maxConns = max(maxConns, 1024, int(s.Rate*10))
 		}
+	}
+	if r.shardN > 1 {
+		maxConns = (maxConns + r.shardN - 1) / r.shardN
 	}
 	for _, s := range steps {
 		key := s.Target.Name + "|" + s.Connection
@@ -186,12 +206,16 @@ func (f *resultsFiles) close() error {
 
 // createResults makes outDir, creates requests.jsonl and writes run.json
 // as it stands at the start, so a killed run still says what it was.
+//
+// A shard's run id carries its index, so record ids stay unique when the
+// shards' records are merged.
 func createResults(
 	ctx context.Context,
 	plan *Plan,
 	outDir string,
 	t0 time.Time,
 	version string,
+	shard *results.ShardInfo,
 ) (*resultsFiles, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
@@ -212,6 +236,10 @@ func createResults(
 		Plan:          plan.Redacted(), // run.json is shared: no credentials
 		Start:         t0,
 		Host:          HostFacts(ctx),
+		Shard:         shard,
+	}
+	if shard != nil {
+		info.RunID = fmt.Sprintf("%s-s%d", cmp.Or(shard.Group, info.RunID), shard.Index)
 	}
 	if err := results.WriteJSON(filepath.Join(outDir, results.RunFile), info); err != nil {
 		return nil, errors.Join(err, f.Close(), h.Close())
@@ -249,6 +277,7 @@ func (r *runner) runSteps(ctx context.Context, o *runOptions) {
 		if ctx.Err() != nil {
 			break
 		}
+		r.syncStep(ctx, st.Index)
 		r.startStep(st)
 		si := StepInfo{
 			Index:       st.Index,
@@ -287,7 +316,7 @@ func (r *runner) runSteps(ctx context.Context, o *runOptions) {
 func (r *runner) startStep(st Step) {
 	r.step.Store(int64(st.Index))
 	r.label.Store(st.Label())
-	r.planned.Store(int64(st.Requests + st.Warmup))
+	r.planned.Store(int64(partOf(&st, r.shardI, r.shardN).count(st.Requests + st.Warmup)))
 	if st.Requests == 0 {
 		r.planned.Store(0)
 	}
@@ -314,6 +343,12 @@ type runner struct {
 	observe   func(*results.Record) // WithRecordObserver
 	summaries []results.StepSummary
 	probes    *rttProbes // the network round trip, measured between steps (rtt.go)
+
+	// shardI of shardN is this run's part of a scaled-out run (1 when
+	// alone); shard is what run.json records of it, coord its coordinator.
+	shardI, shardN int
+	shard          *results.ShardInfo
+	coord          *coordClient
 
 	step, planned, sent, done, errs, inflight, stepStart, stepDur atomic.Int64
 	label                                                         atomic.Value

@@ -357,5 +357,11 @@ func (a *stepAgg) histograms() results.StepHistograms {
 		WindowStartNS: a.start,
 		WindowEndNS:   a.end,
 		Metrics:       a.metrics(),
+		Warmup:        a.warmupMetrics(),
 	}
+}
+
+// warmupMetrics names the warm-up metrics as warmup_summary does.
+func (a *stepAgg) warmupMetrics() map[string]*results.Metric {
+	return map[string]*results.Metric{"ttft_ms": &a.wTTFT, "e2e_ms": &a.wE2E}
 }

@@ -224,3 +224,45 @@ func (f *rulesFlags) rules() (history.Rules, error) {
 	r.Confidence = f.confidence
 	return r, r.Validate()
 }
+
+// shardFlag is run's --shard I/N (or auto/N).
+type shardFlag struct{ s *harness.Shard }
+
+func (f *shardFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return f.s.String()
+}
+
+func (f *shardFlag) Set(v string) error {
+	s, err := harness.ParseShard(v)
+	if err != nil {
+		return err
+	}
+	f.s = &s
+	return nil
+}
+
+// apply puts the flags into the plan, over its shard section; the plan is
+// validated again, since the shard count constrains the steps.
+func (f *shardFlag) apply(p *harness.Plan, coordinator string) error {
+	switch {
+	case f.s != nil:
+		s := *f.s
+		if p.Shard != nil {
+			s.BarrierTimeout = p.Shard.BarrierTimeout
+			s.Coordinator = p.Shard.Coordinator
+		}
+		p.Shard = &s
+	case coordinator != "" && p.Shard == nil:
+		return fmt.Errorf("--coordinator needs --shard (or a shard section in the plan): %w", errUsage)
+	}
+	if coordinator != "" {
+		p.Shard.Coordinator = coordinator
+	}
+	if p.Shard == nil {
+		return nil
+	}
+	return p.Validate()
+}

@@ -24,13 +24,16 @@ func init() {
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	out := fs.String("o", "", "results directory (default results/run-<time>)")
+	out := fs.String("o", "", "results directory (default results/run-<time>); {shard} in it becomes the shard's index")
 	var st storeFlags
 	st.register(fs, true)
 	var lf liveFlags
 	lf.register(fs)
+	var sh shardFlag
+	fs.Var(&sh, "shard", "run shard I of N of the plan (I from 0), or auto/N to take the index the coordinator assigns")
+	coord := fs.String("coordinator", "", "URL of `testbed coordinate`, so the shards start every step together")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed run PLAN.yaml [-o DIR]")
+		fmt.Fprintln(stderr, "usage: testbed run PLAN.yaml [-o DIR] [--shard I/N [--coordinator URL]]")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {
@@ -42,6 +45,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	plan, err := harness.LoadPlan(fs.Arg(0))
 	if err != nil {
 		return err
+	}
+	if err := sh.apply(&plan, *coord); err != nil {
+		return err
+	}
+	if plan.Shard != nil {
+		// A shard is part of a run: testbed merge records and judges the whole.
+		if st.baseline != "" {
+			return fmt.Errorf("--baseline judges whole runs: give it to testbed merge, not to a shard: %w", errUsage)
+		}
+		st.off = true
 	}
 	return runPlan(ctx, plan, resultsDir(*out, "run"), stdout, stderr, runSetup{kind: "run", store: &st, live: &lf})
 }
@@ -124,7 +137,8 @@ func runPlan(
 	if terr := harness.WriteTable(stdout, res.Summary); terr != nil {
 		err = errors.Join(err, terr)
 	}
-	fmt.Fprintf(stdout, "\n%d requests recorded in %s\n", res.Info.Records, dir)
+	fmt.Fprintf(stdout, "\n%d requests recorded in %s\n", res.Info.Records, res.Dir)
+	printShard(stdout, res.Info.Shard)
 	if res.Interrupted {
 		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
 	}
@@ -170,6 +184,30 @@ func classCounts(m map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printShard says which shard this was and how well it kept in step.
+func printShard(w io.Writer, sh *results.ShardInfo) {
+	if sh == nil {
+		return
+	}
+	var late time.Duration
+	unsynced := 0
+	for _, s := range sh.Steps {
+		late = max(late, time.Duration(s.LateNS))
+		if s.Unsynced != "" {
+			unsynced++
+		}
+	}
+	fmt.Fprintf(w, "shard %d/%d: clock offset %.3f ms (±%.3f ms), steps started at most %.3f ms after the agreed time",
+		sh.Index, sh.Count, float64(sh.ClockOffsetNS)/1e6, float64(sh.ClockRTTNS)/2e6, float64(late)/1e6)
+	if sh.Coordinator == "" {
+		fmt.Fprint(w, " (no coordinator: steps started unsynchronised)")
+	}
+	if unsynced > 0 {
+		fmt.Fprintf(w, "; %d steps started unsynchronised", unsynced)
+	}
+	fmt.Fprintln(w)
 }
 
 // lockedWriter serializes writes from several goroutines.

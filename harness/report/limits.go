@@ -130,6 +130,10 @@ func (m *model) limitations(d *document) {
 		)
 	}
 
+	for _, r := range m.runs {
+		items = append(items, shardNotes(r)...)
+	}
+
 	// Thin samples.
 	thin := 0
 	steps := 0
@@ -434,4 +438,38 @@ func gpuFaults(samples []results.Sample) []string {
 		}
 	}
 	return out
+}
+
+// shardNotes says how the shards of a merged run agreed, or that a run is
+// only one shard's share.
+func shardNotes(r *Run) []string {
+	if sh := r.Info.Shard; sh != nil {
+		return []string{fmt.Sprintf("Run %s is **shard %d of %d** of a scaled-out run: its load and throughput are "+
+			"its share only; `testbed merge` joins the shards into the whole.", r.Name(), sh.Index, sh.Count)}
+	}
+	if len(r.Info.Shards) == 0 || r.Info.Merge == nil {
+		return nil
+	}
+	var spread, rtt int64
+	for _, ms := range r.Info.Merge.Steps {
+		spread = max(spread, ms.StartSpreadNS)
+	}
+	for _, sh := range r.Info.Shards {
+		rtt = max(rtt, sh.ClockRTTNS)
+	}
+	notes := []string{fmt.Sprintf("Run %s was **merged from %d shards**: step starts spread at most %s ms "+
+		"(limit %s ms); clock offsets known to ±%s ms (half the worst round trip to the coordinator).",
+		r.Name(), len(r.Info.Shards), ms(float64(spread)/1e6), ms(float64(r.Info.Merge.MaxSkewNS)/1e6),
+		ms(float64(rtt)/2e6))}
+	var bad []string
+	for _, st := range r.Info.Merge.Steps {
+		if len(st.Problems) > 0 {
+			bad = append(bad, fmt.Sprintf("step %d: %s", st.Step, strings.Join(st.Problems, "; ")))
+		}
+	}
+	if len(bad) > 0 {
+		notes = append(notes, fmt.Sprintf("**Shards out of step** in %s: these steps are not one load applied at once, "+
+			"their throughput over the union window is understated.", strings.Join(bad, "; ")))
+	}
+	return notes
 }

@@ -183,6 +183,9 @@ type StepHistograms struct {
 	WindowEndNS   int64 `json:"window_end_ns"`
 	// Metrics by summary.json's name: ttft_ms, itl_ms, e2e_ms, ...
 	Metrics map[string]*Metric `json:"metrics"`
+	// Warmup holds the warm-up requests' ttft_ms and e2e_ms, kept apart as
+	// summary.json's warmup_summary keeps them.
+	Warmup map[string]*Metric `json:"warmup,omitempty"`
 }
 
 // Buckets returns the metric's non-empty histogram buckets in increasing

@@ -106,6 +106,18 @@ func (r *Record) ScheduleLagNS() int64 { return r.SentNS - r.IntendedNS - r.Retr
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.ErrorClass == "" }
 
+// Shift moves every point in time of r (not durations, not gaps) by d ns,
+// onto another clock, as merging shards does; a time that did not happen
+// (0) stays 0. A new time field of Record must be added here.
+func (r *Record) Shift(d int64) {
+	for _, t := range []*int64{&r.IntendedNS, &r.SentNS, &r.ConnNS, &r.WroteNS, &r.FirstByteNS, &r.FirstTokenNS,
+		&r.LastTokenNS, &r.DoneNS, &r.FirstTokenKernelNS, &r.LastTokenKernelNS} {
+		if *t != 0 {
+			*t += d
+		}
+	}
+}
+
 // ChunkTimes returns the arrival time of every token-carrying chunk,
 // rebuilt from FirstTokenNS and ChunkGapsNS.
 func (r *Record) ChunkTimes() []int64 {

@@ -26,6 +26,11 @@ type RunInfo[P any] struct {
 	// connection fell back to user-space stamps (docs/kernel-stamps.md).
 	TokenStamps     string   `json:"token_stamps,omitempty"`
 	TokenStampNotes []string `json:"token_stamp_notes,omitempty"`
+	// Shard is set when this run is one shard of a scaled-out run.
+	Shard *ShardInfo `json:"shard,omitempty"`
+	// Shards and Merge are set on a run merged from shards.
+	Shards []ShardInfo `json:"shards,omitempty"`
+	Merge  *MergeInfo  `json:"merge,omitempty"`
 }
 
 // Host describes the machine that ran the client, for run.json.
