@@ -35,7 +35,6 @@ func runCoordinate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if fs.NArg() != 0 || *shards < 1 {
-		fs.Usage()
 		return fmt.Errorf("coordinate needs --shards N (N ≥ 1) and no arguments: %w", errUsage)
 	}
 	c, err := harness.NewCoordinator(*shards, *lead)

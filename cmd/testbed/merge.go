@@ -40,7 +40,6 @@ func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *out == "" || fs.NArg() == 0 || !(*tol > 0) {
-		fs.Usage()
 		return fmt.Errorf("merge needs -o DIR, shard directories and a positive --window-tolerance: %w", errUsage)
 	}
 	dirs, err := expandDirs(fs.Args())
