@@ -150,6 +150,28 @@ func TestFitCommand(t *testing.T) {
 		t.Errorf("mock --profile %s: %v", out, err)
 	}
 
+	// --mode load_curve forces the load curve, which the mock serves too;
+	// the output says how each mode scored.
+	curve := filepath.Join(t.TempDir(), "curve.yaml")
+	stdout.Reset()
+	if err := run(context.Background(), []string{"fit", runDir, "-o", curve, "--mode", "load_curve"}, &stdout,
+		&stderr); err != nil {
+		t.Fatalf("fit --mode load_curve: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"load curve:", "choice:", "mode load_curve", "valid for"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("fit --mode load_curve output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if p, err := engine.LoadProfile(curve); err != nil || p.Mode != engine.ModeLoadCurve || !p.Validity.Stated() {
+		t.Errorf("load-curve profile %+v: %v", p, err)
+	}
+	url3, cancel3, done3, _ := startMock(t, "--profile", curve)
+	cancel3()
+	if err := <-done3; err != nil || url3 == "" {
+		t.Errorf("mock --profile %s: %v", curve, err)
+	}
+
 	cases := []struct {
 		name string
 		args []string

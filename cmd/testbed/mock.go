@@ -169,6 +169,11 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scheme,
 		ln.Addr(),
 	)
+	if v := prof.Validity; v.Stated() {
+		fmt.Fprintf(stdout, "testbed mock: the profile was fitted on %d–%d requests in flight and prompts of "+
+			"%d–%d tokens; outside them it warns once on stderr and counts testbed_mock_outside_validity_total\n",
+			v.MinInFlight, v.MaxInFlight, v.MinPromptTokens, v.MaxPromptTokens)
+	}
 	return serveMock(ctx, f.timeouts.server(srv), srv, ln, f.grace, stderr)
 }
 
