@@ -185,6 +185,30 @@ func FuzzShaper(f *testing.F) {
 				}
 				prev, reset = v.deliver, reset || v.reset
 			}
+			checkLoss(t, Direction{Latency: d.Latency, Bandwidth: d.Bandwidth, Loss: resetP}, reads)
 		},
 	)
+}
+
+// checkLoss replays reads through a lossy shaper (loss below 1): a chunk
+// is never delivered before it was read nor before the previous one, loses
+// no more segments than it has, and counts no more RTOs than losses.
+func checkLoss(t *testing.T, d Direction, reads []byte) {
+	if !(d.Loss >= 0 && d.Loss < 1) || (Config{Up: d}).Validate() != nil || (d.Bandwidth > 0 && d.Bandwidth < 1) {
+		return
+	}
+	s := newShaper(d, 5, t0)
+	s.rtt, s.rto = 2*d.Latency, 2*d.Latency+MinRTO
+	at, prev := t0, t0
+	for i, r := range reads {
+		at = at.Add(time.Duration(r) * time.Millisecond / 4)
+		n := int(r)*37 + 1
+		v := s.schedule(at, n)
+		segs := (n + SegmentSize - 1) / SegmentSize
+		if v.deliver.Before(at) || v.deliver.Before(prev) || v.lost > segs || v.rtos > v.lost {
+			t.Fatalf("read %d of %d bytes: delivered at %v (read %v, previous %v), lost %d, RTOs %d",
+				i, n, v.deliver.Sub(t0), at.Sub(t0), prev.Sub(t0), v.lost, v.rtos)
+		}
+		prev = v.deliver
+	}
 }

@@ -137,6 +137,10 @@ type stackBlock struct{ c stackChart }
 
 func (stackBlock) isBlock() {}
 
+// stackPalette colours the parts: the report's palette with grey in place
+// of black, which marks the round trip.
+var stackPalette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#999999"}
+
 // Geometry of the stacked bar chart.
 const (
 	stackLabelW = 230 // room for the bar labels
@@ -186,7 +190,7 @@ func (c stackChart) SVG() string {
 func (c stackChart) legend(b *strings.Builder) {
 	x := 10.0
 	for i, n := range c.Names {
-		fmt.Fprintf(b, `<rect x="%.1f" y="34" width="12" height="12" fill="%s"/>`, x, palette[i%len(palette)])
+		fmt.Fprintf(b, `<rect x="%.1f" y="34" width="12" height="12" fill="%s"/>`, x, stackPalette[i%len(stackPalette)])
 		fmt.Fprintf(b, `<text x="%.1f" y="44" font-family="sans-serif" font-size="11">%s</text>`, x+16, esc(n))
 		x += 22 + 6.5*float64(len([]rune(n)))
 	}
@@ -202,7 +206,7 @@ func (c stackChart) bar(b *strings.Builder, bar stackBar, y int, tx func(float64
 	for i, v := range bar.Parts {
 		if v > 0 {
 			fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s %s ms</title></rect>`,
-				tx(at), y, tx(at+v)-tx(at), stackBarH, palette[i%len(palette)], esc(c.Names[i]), ms(v))
+				tx(at), y, tx(at+v)-tx(at), stackBarH, stackPalette[i%len(stackPalette)], esc(c.Names[i]), ms(v))
 		}
 		at += v
 	}
