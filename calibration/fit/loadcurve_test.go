@@ -47,6 +47,8 @@ func TestFitLoadCurveRoundTrip(t *testing.T) {
 		}
 		want, _ := measure(s.recs, nil)
 		got, _ := measure(s.recs, sim)
+		t.Logf("%s: server %.2f / %.2f / %.2f / %.2f ms, replay %.2f / %.2f / %.2f / %.2f ms (TTFT p50/p99, ITL p50/p99)",
+			s.label, want[0], want[1], want[2], want[3], got[0], got[1], got[2], got[3])
 		for i := range want {
 			if !within(got[i], want[i], tol[i]) {
 				t.Errorf("%s %s: replay %.2f ms, server %.2f ms (want within %.0f%%)",
