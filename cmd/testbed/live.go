@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -10,10 +11,15 @@ import (
 	"github.com/llm-testbed/testbed/harness/live"
 )
 
-// liveFlags is --metrics-addr: the run's own Prometheus /metrics.
-type liveFlags struct{ addr string }
+// liveFlags is --metrics-addr, the run's own Prometheus /metrics, and
+// --otlp-endpoint, its per-step results pushed as OpenTelemetry metrics.
+type liveFlags struct {
+	addr string
+	otlp string
+}
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.otlp, "otlp-endpoint", "", "after the run, push each step's results as OpenTelemetry metrics to this OTLP/HTTP URL, e.g. http://collector:4318/v1/metrics")
 	fs.StringVar(&f.addr, "metrics-addr", "", "serve this run's live Prometheus /metrics on HOST:PORT while it runs, e.g. 127.0.0.1:9400 (off by default)")
 }
 
@@ -42,4 +48,19 @@ func (f *liveFlags) start(opts *[]harness.RunOption, prog *progress, stderr io.W
 	}
 	*opts = append(*opts, harness.WithRecordObserver(e.Observe), harness.WithProgress(min(liveEvery, prog.interval), show))
 	return e.Close, nil
+}
+
+// push sends the run's steps to --otlp-endpoint, if given; Ctrl-C does not
+// stop it, a minute does.
+func (f *liveFlags) push(ctx context.Context, res *harness.Outcome, stdout io.Writer) error {
+	if f == nil || f.otlp == "" || res == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := live.PushSteps(ctx, f.otlp, res.Info.RunID, res.Summary.Steps); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pushed %d steps to %s\n", len(res.Summary.Steps), f.otlp)
+	return nil
 }

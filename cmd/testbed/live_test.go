@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -61,5 +62,32 @@ func TestBenchMetricsAddr(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
 		t.Error("/metrics still served after the run")
+	}
+}
+
+// TestBenchOTLPEndpoint: --otlp-endpoint pushes the steps to an OTLP/HTTP
+// receiver after the run.
+func TestBenchOTLPEndpoint(t *testing.T) {
+	t.Parallel()
+	srv := fixedMockServer(t, 2*time.Millisecond, time.Millisecond)
+	var mu sync.Mutex
+	var posts int
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/metrics" && len(b) > 0 &&
+			r.Header.Get("Content-Type") == "application/x-protobuf" {
+			posts++
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer rcv.Close()
+	out := cli(t, "bench", "--url", srv.URL, "--model", "m", "--concurrency", "1,2", "--requests", "4",
+		"--output-tokens", "fixed:2", "--no-store", "--otlp-endpoint", rcv.URL+"/v1/metrics", "-o", t.TempDir())
+	mu.Lock()
+	defer mu.Unlock()
+	if posts == 0 || !strings.Contains(out, "pushed 2 steps to "+rcv.URL) {
+		t.Errorf("%d OTLP exports received; output:\n%s", posts, out)
 	}
 }

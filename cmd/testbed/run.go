@@ -142,9 +142,13 @@ func runPlan(
 	if res.Interrupted {
 		fmt.Fprintln(stdout, "run interrupted: unfinished requests were recorded as cancelled")
 	}
+	// A failed push is the command's error, not the run's: the stored run
+	// keeps its own status.
+	pushErr := rs.live.push(ctx, res, stdout)
 	if rs.store != nil {
 		err = errors.Join(err, rs.store.record(ctx, rs.kind, []string{dir}, err, stdout, stderr))
 	}
+	err = errors.Join(err, pushErr)
 	if err != nil {
 		return err
 	}
