@@ -57,6 +57,9 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	if err := sizeLongContext(ctx, &plan); err != nil {
 		return nil, err
 	}
+	// Receive stamping on for the host before the first connection
+	// (stamp_linux.go), so no early read goes unstamped.
+	defer holdStamping()()
 	t0 := time.Now()
 	r, err := newRunner(ctx, &plan, t0)
 	if err != nil {

@@ -172,3 +172,21 @@ func parseStamp(oob []byte) (sec, nsec int64, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// holdStamping keeps one socket with SO_TIMESTAMPNS open until release is
+// called. The kernel turns receive stamping on for the host only after a
+// socket asks for it, and asynchronously (net_enable_timestamp defers the
+// switch to a work queue), and off again when the last such socket closes:
+// holding one for the whole run means its first reads, and those after a
+// moment with no connection open, are stamped too.
+func holdStamping() (release func()) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) != nil {
+		unix.Close(fd)
+		return func() {}
+	}
+	return func() { unix.Close(fd) }
+}

@@ -44,7 +44,33 @@ func stampPair(t *testing.T, t0 time.Time) (*stampConn, net.Conn) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { conn.Close(); srv.Close() })
-	return conn.(*stampConn), srv
+	sc := conn.(*stampConn)
+	waitStamped(t, sc, srv)
+	return sc, srv
+}
+
+// waitStamped exchanges bytes until a read carries a stamp: the kernel
+// turns stamping on for the host asynchronously after the first socket
+// asks for it (docs/kernel-stamps.md).
+func waitStamped(t *testing.T, c *stampConn, srv net.Conn) {
+	t.Helper()
+	release := holdStamping()
+	t.Cleanup(release)
+	buf := make([]byte, 1)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := srv.Write([]byte{'.'}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		if c.stamps().snapshot().kernel != 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no read carried a kernel stamp within 2 s")
 }
 
 // TestStampConnLateReader writes, waits, then reads: the user-space read

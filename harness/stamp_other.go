@@ -16,3 +16,6 @@ const kernelStamps = false
 func stampDial(conn net.Conn, _ time.Time) (net.Conn, string) {
 	return conn, "kernel receive stamps are read on 64-bit Linux only, not " + runtime.GOOS + "/" + runtime.GOARCH
 }
+
+// holdStamping does nothing where receive stamps are not read.
+func holdStamping() (release func()) { return func() {} }
