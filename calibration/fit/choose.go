@@ -23,15 +23,17 @@ import (
 // held-out steps are every other step of the ladder in order, the last
 // excepted, so each candidate is judged between loads it saw (a run of one
 // or two steps is scored on the steps it was fitted on, and says so).
-// The lowest error wins, except that a candidate within tieMargin of it
-// that comes earlier in preferOrder is taken instead: the engine model
-// explains queueing and batch caps beyond the loads measured, and a fixed
-// profile is the simplest.
+// The lowest error wins, except that the engine model is taken when it is
+// within tieMargin of it: it explains queueing and batch caps beyond the
+// loads measured. Fixed and load_curve get no such margin: a ladder's
+// held-out steps may lie close to its least-loaded one, where a fixed
+// profile looks almost as good as a curve that also follows the load.
 
-// tieMargin is how much more held-out error a preferred mode may have.
+// tieMargin is how much more held-out error the engine model may have.
 const tieMargin = 0.05
 
-var preferOrder = []string{engine.ModeEngine, engine.ModeFixed, engine.ModeLoadCurve}
+// candidateModes are scored in this order (and printed in it).
+var candidateModes = []string{engine.ModeEngine, engine.ModeFixed, engine.ModeLoadCurve}
 
 // Candidate is one mode's held-out score.
 type Candidate struct {
@@ -118,7 +120,7 @@ func choose(recs []results.Record, cfg config, engineOK bool, engineWhy string) 
 		ch.HeldOut = append(ch.HeldOut, s.label)
 	}
 	train := concat(fitted)
-	for _, mode := range preferOrder {
+	for _, mode := range candidateModes {
 		c := Candidate{Mode: mode, Err: math.NaN()}
 		p, err := candidateProfile(mode, train, cfg)
 		switch {
@@ -143,17 +145,15 @@ func choose(recs []results.Record, cfg config, engineOK bool, engineWhy string) 
 	if best < 0 {
 		return ch, fmt.Errorf("no mode could be scored")
 	}
-	for _, c := range ch.Candidates { // in preferOrder
-		if !math.IsNaN(c.Err) && c.Err <= ch.Candidates[best].Err+tieMargin {
-			ch.Mode = c.Mode
-			ch.Reason = fmt.Sprintf("lowest held-out error (%.1f%%)", 100*c.Err)
-			if c.Mode != ch.Candidates[best].Mode {
-				ch.Reason = fmt.Sprintf("held-out error %.1f%%, within %.0f points of the lowest (%s, %.1f%%), "+
-					"and %s is preferred", 100*c.Err, 100*tieMargin, ch.Candidates[best].Mode,
-					100*ch.Candidates[best].Err, c.Mode)
-			}
-			break
-		}
+	b := ch.Candidates[best]
+	ch.Mode = b.Mode
+	ch.Reason = fmt.Sprintf("lowest held-out error (%.1f%%)", 100*b.Err)
+	if e := ch.Candidates[0]; e.Mode == engine.ModeEngine && b.Mode != e.Mode && !math.IsNaN(e.Err) &&
+		e.Err <= b.Err+tieMargin {
+		ch.Mode = e.Mode
+		ch.Reason = fmt.Sprintf("held-out error %.1f%%, within %.0f points of the lowest (%s, %.1f%%), "+
+			"and the step model explains queueing beyond the loads measured", 100*e.Err, 100*tieMargin, b.Mode,
+			100*b.Err)
 	}
 	return ch, nil
 }
