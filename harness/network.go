@@ -27,25 +27,25 @@ import (
 // SetDefaults writes the profile's figures into the fields, so run.json
 // says what the link was.
 type Network struct {
-	Profile       string   `yaml:"profile,omitempty" json:"profile,omitempty"`
-	Latency       Duration `yaml:"latency,omitempty" json:"latency"` // one way, each direction
-	Jitter        Duration `yaml:"jitter,omitempty" json:"jitter,omitempty"`
-	Bandwidth     string   `yaml:"bandwidth,omitempty" json:"bandwidth,omitempty"` // each way, tc units: 10mbit
-	UpBandwidth   string   `yaml:"up_bandwidth,omitempty" json:"up_bandwidth,omitempty"`
+	Profile       string   `yaml:"profile,omitempty"        json:"profile,omitempty"`
+	Latency       Duration `yaml:"latency,omitempty"        json:"latency"` // one way, each direction
+	Jitter        Duration `yaml:"jitter,omitempty"         json:"jitter,omitempty"`
+	Bandwidth     string   `yaml:"bandwidth,omitempty"      json:"bandwidth,omitempty"` // each way, tc units: 10mbit
+	UpBandwidth   string   `yaml:"up_bandwidth,omitempty"   json:"up_bandwidth,omitempty"`
 	DownBandwidth string   `yaml:"down_bandwidth,omitempty" json:"down_bandwidth,omitempty"`
-	Loss          float64  `yaml:"loss,omitempty" json:"loss,omitempty"`           // per TCP segment, each direction
-	UpLoss        float64  `yaml:"up_loss,omitempty" json:"up_loss,omitempty"`     // client → server, overrides loss
-	DownLoss      float64  `yaml:"down_loss,omitempty" json:"down_loss,omitempty"` // server → client, overrides loss
+	Loss          float64  `yaml:"loss,omitempty"           json:"loss,omitempty"`      // per TCP segment, each direction
+	UpLoss        float64  `yaml:"up_loss,omitempty"        json:"up_loss,omitempty"`   // client → server, overrides loss
+	DownLoss      float64  `yaml:"down_loss,omitempty"      json:"down_loss,omitempty"` // server → client, overrides loss
 	// Handshake makes a new connection pay TCP's handshake round trip
 	// (default true).
-	Handshake  *bool    `yaml:"handshake,omitempty" json:"handshake"`
-	StallEvery Duration `yaml:"stall_every,omitempty" json:"stall_every,omitempty"`
-	StallFor   Duration `yaml:"stall_for,omitempty" json:"stall_for,omitempty"`
-	StallProb  float64  `yaml:"stall_prob,omitempty" json:"stall_prob,omitempty"`
+	Handshake  *bool    `yaml:"handshake,omitempty"      json:"handshake"`
+	StallEvery Duration `yaml:"stall_every,omitempty"    json:"stall_every,omitempty"`
+	StallFor   Duration `yaml:"stall_for,omitempty"      json:"stall_for,omitempty"`
+	StallProb  float64  `yaml:"stall_prob,omitempty"     json:"stall_prob,omitempty"`
 	// ResetAfter and ResetProb reset connections by the bytes of the
 	// response (server → client): a mid-stream disconnect.
-	ResetAfter int64   `yaml:"reset_after,omitempty" json:"reset_after,omitempty"`
-	ResetProb  float64 `yaml:"reset_prob,omitempty" json:"reset_prob,omitempty"`
+	ResetAfter int64   `yaml:"reset_after,omitempty"    json:"reset_after,omitempty"`
+	ResetProb  float64 `yaml:"reset_prob,omitempty"     json:"reset_prob,omitempty"`
 }
 
 // networkFields are the keys a network mapping may hold.

@@ -38,7 +38,7 @@ type Plan struct {
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty" json:"server_metrics,omitempty"`
 	GPU           *GPUSampling   `yaml:"gpu,omitempty"            json:"gpu,omitempty"`
 	// Shard makes this run one part of a scaled-out run (shard.go).
-	Shard *Shard `yaml:"shard,omitempty"            json:"shard,omitempty"`
+	Shard *Shard `yaml:"shard,omitempty"          json:"shard,omitempty"`
 }
 
 // Target is one server under test.
@@ -51,7 +51,7 @@ type Target struct {
 	APIKeyEnv string            `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
 	Headers   map[string]string `yaml:"headers,omitempty"     json:"headers,omitempty"`
 	// Network puts an emulated link in front of the target (network.go).
-	Network *Network `yaml:"network,omitempty"       json:"network,omitempty"`
+	Network *Network `yaml:"network,omitempty"     json:"network,omitempty"`
 
 	link *netem.Proxy // the running link's proxy, while Run runs
 }

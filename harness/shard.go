@@ -34,13 +34,13 @@ import (
 // coordinator's clock, which each shard converts with its measured clock
 // offset. `testbed merge` joins the shards' results directories into one.
 type Shard struct {
-	Index int  `yaml:"index" json:"index"`
-	Count int  `yaml:"count" json:"count"`
-	Auto  bool `yaml:"auto,omitempty" json:"auto,omitempty"` // the coordinator assigns Index
+	Index int  `yaml:"index"                     json:"index"`
+	Count int  `yaml:"count"                     json:"count"`
+	Auto  bool `yaml:"auto,omitempty"            json:"auto,omitempty"` // the coordinator assigns Index
 	// Coordinator is the base URL of `testbed coordinate`; without one the
 	// shards start when they are started, their skew is still recorded
 	// and merge judges it.
-	Coordinator string `yaml:"coordinator,omitempty" json:"coordinator,omitempty"`
+	Coordinator string `yaml:"coordinator,omitempty"     json:"coordinator,omitempty"`
 	// BarrierTimeout bounds the wait for the other shards at each step
 	// (default 2m); a step whose barrier fails starts unsynchronised and
 	// is flagged.

@@ -165,7 +165,9 @@ func registerGPU(reg *prometheus.Registry, g engine.GPUReporter) {
 			func(s engine.GPUState) float64 { return s.MemClockMHz }},
 	} {
 		get := f.get
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: f.name, Help: f.help, ConstLabels: gpuLabels},
-			func() float64 { return get(g.GPU()) }))
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: f.name, Help: f.help, ConstLabels: gpuLabels},
+				func() float64 { return get(g.GPU()) }),
+		)
 	}
 }

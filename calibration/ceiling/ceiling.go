@@ -834,7 +834,11 @@ func startChild(ctx context.Context, cfg Config) (*childMock, error) {
 		return nil, fmt.Errorf("calibrate: mock child exited before listening (%v): %s", err, stderr.String())
 	case <-timer.C:
 		m.close()
-		return nil, fmt.Errorf("calibrate: mock child said nowhere it listens within %v: %s", childStartup, stderr.String())
+		return nil, fmt.Errorf(
+			"calibrate: mock child said nowhere it listens within %v: %s",
+			childStartup,
+			stderr.String(),
+		)
 	case <-ctx.Done():
 		m.close()
 		return nil, fmt.Errorf("calibrate: mock child: %w", ctx.Err())

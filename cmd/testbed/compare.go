@@ -13,7 +13,13 @@ import (
 )
 
 func init() {
-	register(command{name: "compare", summary: "compare two runs step by step; exit 1 on a regression (for CI gates)", run: runCompare})
+	register(
+		command{
+			name:    "compare",
+			summary: "compare two runs step by step; exit 1 on a regression (for CI gates)",
+			run:     runCompare,
+		},
+	)
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -23,7 +29,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	st.registerLocation(fs)
 	st.rules.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed compare BASE NEW [flags]\n\nBASE and NEW are results directories or stored run ids. Exit status: 0 no regression, 1 regression.")
+		fmt.Fprintln(
+			stderr,
+			"usage: testbed compare BASE NEW [flags]\n\nBASE and NEW are results directories or stored run ids. Exit status: "+
+				"0 no regression, 1 regression.",
+		)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {

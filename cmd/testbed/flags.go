@@ -148,7 +148,12 @@ type serverTimeouts struct {
 // --http-idle-timeout. Streaming responses are not bounded: a stream's
 // length is the model's, not the client's doing.
 func (t *serverTimeouts) register(fs *flag.FlagSet) {
-	fs.DurationVar(&t.readHeader, "http-read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
+	fs.DurationVar(
+		&t.readHeader,
+		"http-read-header-timeout",
+		10*time.Second,
+		"time allowed to read a request's headers",
+	)
 	fs.DurationVar(&t.read, "http-read-timeout", time.Minute, "time allowed to read a whole request, body included")
 	fs.DurationVar(&t.idle, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
 }
@@ -203,8 +208,18 @@ type rulesFlags struct {
 
 func (f *rulesFlags) register(fs *flag.FlagSet) {
 	def := history.DefaultRules()
-	fs.StringVar(&f.metrics, "metrics", strings.Join(def.Metrics, ","), "metrics to judge, e.g. ttft_p50,e2e_p99,itl_mean")
-	fs.StringVar(&f.minEffect, "min-effect", fmt.Sprintf("%g%%", 100*def.MinEffect), "smallest relative change that counts, e.g. 5% or 0.05")
+	fs.StringVar(
+		&f.metrics,
+		"metrics",
+		strings.Join(def.Metrics, ","),
+		"metrics to judge, e.g. ttft_p50,e2e_p99,itl_mean",
+	)
+	fs.StringVar(
+		&f.minEffect,
+		"min-effect",
+		fmt.Sprintf("%g%%", 100*def.MinEffect),
+		"smallest relative change that counts, e.g. 5% or 0.05",
+	)
 	fs.Float64Var(&f.confidence, "confidence", def.Confidence, "confidence of the change's interval")
 }
 

@@ -17,7 +17,13 @@ import (
 )
 
 func init() {
-	register(command{name: "history", summary: "the results store: ls, show RUN, import DIR..., trend --metric M", run: runHistory})
+	register(
+		command{
+			name:    "history",
+			summary: "the results store: ls, show RUN, import DIR..., trend --metric M",
+			run:     runHistory,
+		},
+	)
 }
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -169,8 +175,18 @@ func historyShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, "error:", r.Error)
 	}
 	fmt.Fprintf(stdout, "testbed %s; from %s\n", r.ToolVersion, r.SourceDir)
-	fmt.Fprintf(stdout, "fingerprint %s: targets %s; token distributions in %s, out %s; %s\n", fp.Hash,
-		strings.Join(fp.Targets, ", "), strings.Join(fp.InputTokens, ","), strings.Join(fp.OutputTokens, ","), fp.Options)
+	fmt.Fprintf(
+		stdout,
+		"fingerprint %s: targets %s; token distributions in %s, out %s; %s\n",
+		fp.Hash,
+		strings.Join(
+			fp.Targets,
+			", ",
+		),
+		strings.Join(fp.InputTokens, ","),
+		strings.Join(fp.OutputTokens, ","),
+		fp.Options,
+	)
 	for _, line := range []struct{ k, v string }{{"GPUs", strings.Join(fp.GPUs, ", ")},
 		{"server", strings.Join(fp.ServerInfo, ", ")}, {"labels", (&labelList{m: fp.Labels}).String()}} {
 		if line.v != "" {

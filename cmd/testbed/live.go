@@ -19,8 +19,19 @@ type liveFlags struct {
 }
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.otlp, "otlp-endpoint", "", "after the run, push each step's results as OpenTelemetry metrics to this OTLP/HTTP URL, e.g. http://collector:4318/v1/metrics")
-	fs.StringVar(&f.addr, "metrics-addr", "", "serve this run's live Prometheus /metrics on HOST:PORT while it runs, e.g. 127.0.0.1:9400 (off by default)")
+	fs.StringVar(
+		&f.otlp,
+		"otlp-endpoint",
+		"",
+		"after the run, push each step's results as OpenTelemetry metrics to this OTLP/HTTP URL, e.g. "+
+			"http://collector:4318/v1/metrics",
+	)
+	fs.StringVar(
+		&f.addr,
+		"metrics-addr",
+		"",
+		"serve this run's live Prometheus /metrics on HOST:PORT while it runs, e.g. 127.0.0.1:9400 (off by default)",
+	)
 }
 
 // liveEvery is how often in-flight and step gauges are refreshed.
@@ -46,7 +57,11 @@ func (f *liveFlags) start(opts *[]harness.RunOption, prog *progress, stderr io.W
 			prog.show(p)
 		}
 	}
-	*opts = append(*opts, harness.WithRecordObserver(e.Observe), harness.WithProgress(min(liveEvery, prog.interval), show))
+	*opts = append(
+		*opts,
+		harness.WithRecordObserver(e.Observe),
+		harness.WithProgress(min(liveEvery, prog.interval), show),
+	)
 	return e.Close, nil
 }
 

@@ -16,8 +16,10 @@ import (
 )
 
 func init() {
-	register(command{name: "merge", summary: "merge the shards of a scaled-out run into one results directory and report",
-		run: runMerge})
+	register(
+		command{name: "merge", summary: "merge the shards of a scaled-out run into one results directory and report",
+			run: runMerge},
+	)
 }
 
 // runMerge merges shard directories (globs allowed, for images without a
@@ -32,7 +34,10 @@ func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var st storeFlags
 	st.register(fs, true)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testbed merge -o DIR [--max-skew 50ms] [--store LOC] [--baseline RUN] SHARD_DIR...")
+		fmt.Fprintln(
+			stderr,
+			"usage: testbed merge -o DIR [--max-skew 50ms] [--store LOC] [--baseline RUN] SHARD_DIR...",
+		)
 		fmt.Fprintln(stderr, "SHARD_DIR may be a glob, expanded by merge itself: 'results/shard-*'")
 		fs.PrintDefaults()
 	}
@@ -46,7 +51,11 @@ func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	res, err := harness.Merge(dirs, *out, harness.MergeOptions{MaxSkew: *maxSkew, WindowTolerance: *tol, Version: version})
+	res, err := harness.Merge(
+		dirs,
+		*out,
+		harness.MergeOptions{MaxSkew: *maxSkew, WindowTolerance: *tol, Version: version},
+	)
 	if err != nil {
 		return err
 	}

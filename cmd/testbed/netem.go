@@ -53,7 +53,11 @@ func runNetem(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"direction whose bytes --reset-after/--reset-prob count: down (server→client), up or both",
 	)
 	fs.Float64Var(&d.Loss, "loss", 0, "chance per TCP segment of a loss, each way; costs a retransmission delay")
-	handshake := fs.Bool("handshake", false, "hold a new connection's first bytes one round trip, as TCP's handshake does")
+	handshake := fs.Bool(
+		"handshake",
+		false,
+		"hold a new connection's first bytes one round trip, as TCP's handshake does",
+	)
 	seed := fs.Int64("seed", 1, "seed for jitter, random stalls, losses and resets")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
 	fs.Usage = func() {

@@ -30,15 +30,30 @@ type storeFlags struct {
 func (f *storeFlags) register(fs *flag.FlagSet, baseline bool) {
 	f.registerLocation(fs)
 	fs.BoolVar(&f.off, "no-store", false, "do not record this run in the results store")
-	fs.Var(&f.labels, "label", "KEY=VALUE about the setup (image, driver, server version or args), kept in the run's fingerprint (repeatable)")
+	fs.Var(
+		&f.labels,
+		"label",
+		"KEY=VALUE about the setup (image, driver, server version or args), kept in the run's fingerprint (repeatable)",
+	)
 	if baseline {
-		fs.StringVar(&f.baseline, "baseline", "", "after the run, compare it with this stored run (`last` = the newest run of the same plan); exit 1 on a regression")
+		fs.StringVar(
+			&f.baseline,
+			"baseline",
+			"",
+			"after the run, compare it with this stored run (`last` = the newest run of the same plan); exit 1 on a regression",
+		)
 		f.rules.register(fs)
 	}
 }
 
 func (f *storeFlags) registerLocation(fs *flag.FlagSet) {
-	fs.StringVar(&f.loc, "store", "", "results store: an SQLite file or a postgres:// URL (default $"+storeEnv+", else history.db in the user's data directory)")
+	fs.StringVar(
+		&f.loc,
+		"store",
+		"",
+		"results store: an SQLite file or a postgres:// URL (default $"+storeEnv+", else history.db in the user's data "+
+			"directory)",
+	)
 }
 
 // location is the store to use and whether the user chose it (then a
@@ -68,7 +83,13 @@ func (f *storeFlags) open(ctx context.Context) (*history.Store, bool, error) {
 // command ran them, then judges the first against --baseline. runErr is
 // the command's own error: a run that ended with one is stored as failed.
 // The store is written even after Ctrl-C, with a bound on the wait.
-func (f *storeFlags) record(ctx context.Context, kind string, dirs []string, runErr error, stdout, stderr io.Writer) error {
+func (f *storeFlags) record(
+	ctx context.Context,
+	kind string,
+	dirs []string,
+	runErr error,
+	stdout, stderr io.Writer,
+) error {
 	if (f.off && f.baseline == "") || len(dirs) == 0 {
 		return nil
 	}

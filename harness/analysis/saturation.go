@@ -133,7 +133,12 @@ var satRules = []satRule{
 		return -v, ok
 	}, "-" + FigSMClock},
 	{BoundClient, clientRule, nil, ""},
-	{BoundNetwork, networkRule, func(c *satCtx, i int) (float64, bool) { return c.gap(i) }, "client_minus_server_ttft_ms"},
+	{
+		BoundNetwork,
+		networkRule,
+		func(c *satCtx, i int) (float64, bool) { return c.gap(i) },
+		"client_minus_server_ttft_ms",
+	},
 }
 
 func (c *satCtx) mean(i int, name string) (float64, bool) { return c.steps[i].Resources.Value(name) }

@@ -327,7 +327,9 @@ func (m *Monitor) rules() []rule {
 			return v.ClientDelayP99MS >= 0 && d > m.maxDelay, fmt.Sprintf(
 				"client delay p99 %.2f ms > %.2f ms: tokens waited that long in the socket before the client read them "+
 					"(token times come from kernel stamps and stay exact, but the client is behind)",
-				v.ClientDelayP99MS, ms(m.maxDelay))
+				v.ClientDelayP99MS,
+				ms(m.maxDelay),
+			)
 		},
 		// The process used (nearly) all the cores it may use: requests and
 		// token reads queued behind each other inside the client.

@@ -145,8 +145,11 @@ func Compare(base, cur *Run, rules Rules) (*Comparison, error) {
 	}
 	c := &Comparison{BaseID: base.ID, NewID: cur.ID, Rules: rules}
 	if base.Fingerprint.Hash != cur.Fingerprint.Hash {
-		c.Notes = append(c.Notes, fmt.Sprintf("the runs' fingerprints differ (%s, %s): plans or setups are not the same",
-			base.Fingerprint.Hash, cur.Fingerprint.Hash))
+		c.Notes = append(
+			c.Notes,
+			fmt.Sprintf("the runs' fingerprints differ (%s, %s): plans or setups are not the same",
+				base.Fingerprint.Hash, cur.Fingerprint.Hash),
+		)
 	}
 	for _, st := range []string{base.Status, cur.Status} {
 		if st != StatusComplete {

@@ -46,7 +46,10 @@ func ParseMetric(s string) (MetricSpec, error) {
 	}
 	i := strings.LastIndex(s, "_")
 	if i < 0 {
-		return MetricSpec{}, fmt.Errorf("metric %q: want LATENCY_pQ (e.g. ttft_p99), LATENCY_mean or a rate such as output_tokens_per_s", s)
+		return MetricSpec{}, fmt.Errorf(
+			"metric %q: want LATENCY_pQ (e.g. ttft_p99), LATENCY_mean or a rate such as output_tokens_per_s",
+			s,
+		)
 	}
 	hist, ok := latencies[s[:i]]
 	if !ok {

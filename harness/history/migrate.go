@@ -71,7 +71,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		if v > len(migrations) {
-			return fmt.Errorf("schema version %d is newer than this testbed knows (%d): upgrade testbed", v, len(migrations))
+			return fmt.Errorf(
+				"schema version %d is newer than this testbed knows (%d): upgrade testbed",
+				v,
+				len(migrations),
+			)
 		}
 		if v == len(migrations) {
 			return nil

@@ -105,7 +105,11 @@ func reverse(e []Entry) {
 // fillTargets sets each entry's targets and scenarios from its steps.
 func (s *Store) fillTargets(ctx context.Context, es []Entry) error {
 	for i := range es {
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT target, scenario FROM steps WHERE run_id = ? ORDER BY step`), es[i].ID)
+		rows, err := s.db.QueryContext(
+			ctx,
+			s.q(`SELECT target, scenario FROM steps WHERE run_id = ? ORDER BY step`),
+			es[i].ID,
+		)
 		if err != nil {
 			return fmt.Errorf("store: list: %w", err)
 		}
@@ -172,7 +176,11 @@ func (s *Store) resolve(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("%w: empty run id", ErrNotFound)
 	}
 	like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(id) + "%"
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\' ORDER BY run_id LIMIT 3`), like)
+	rows, err := s.db.QueryContext(
+		ctx,
+		s.q(`SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\' ORDER BY run_id LIMIT 3`),
+		like,
+	)
 	if err != nil {
 		return "", fmt.Errorf("store: %w", err)
 	}
@@ -201,7 +209,11 @@ func (s *Store) resolve(ctx context.Context, id string) (string, error) {
 }
 
 func (s *Store) steps(ctx context.Context, runID string) ([]Step, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT summary_json, histograms_json FROM steps WHERE run_id = ? ORDER BY step`), runID)
+	rows, err := s.db.QueryContext(
+		ctx,
+		s.q(`SELECT summary_json, histograms_json FROM steps WHERE run_id = ? ORDER BY step`),
+		runID,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,8 @@ func (s *Store) Trend(ctx context.Context, metric string, f Filter, rules Rules)
 		}
 		for j := range r.Steps {
 			st := &r.Steps[j]
-			if (f.Target != "" && st.Summary.Target != f.Target) || (f.Scenario != "" && st.Summary.Scenario != f.Scenario) {
+			if (f.Target != "" && st.Summary.Target != f.Target) ||
+				(f.Scenario != "" && st.Summary.Scenario != f.Scenario) {
 				continue
 			}
 			v, ok := spec.Value(st)
@@ -193,7 +194,10 @@ func (t *Trend) WriteHTML(w io.Writer) error {
 	}
 	return trendPage.Execute(w, map[string]any{
 		"Title": "testbed trend: " + t.Metric.Name, "Runs": len(t.Runs), "Metric": t.Metric.Name,
-		"Confidence": fmt.Sprintf("%g %%", 100*t.Rules.Confidence), "MinEffect": fmt.Sprintf("%g %%", 100*t.Rules.MinEffect),
+		"Confidence": fmt.Sprintf(
+			"%g %%",
+			100*t.Rules.Confidence,
+		), "MinEffect": fmt.Sprintf("%g %%", 100*t.Rules.MinEffect),
 		"SVG": template.HTML(svg), "Rows": rows, // the chart's SVG escapes its own text
 	})
 }

@@ -27,7 +27,11 @@ var otlpGauges = []struct {
 	{"testbed.step.tpot.p50", "ms", func(s *results.StepSummary) float64 { return s.TPOT.P50 }},
 	{"testbed.step.e2e.p50", "ms", func(s *results.StepSummary) float64 { return s.E2E.P50 }},
 	{"testbed.step.e2e.p99", "ms", func(s *results.StepSummary) float64 { return s.E2E.P99 }},
-	{"testbed.step.output_tokens_per_s", "{token}/s", func(s *results.StepSummary) float64 { return s.OutputTokensPerS }},
+	{
+		"testbed.step.output_tokens_per_s",
+		"{token}/s",
+		func(s *results.StepSummary) float64 { return s.OutputTokensPerS },
+	},
 	{"testbed.step.requests_per_s", "{request}/s", func(s *results.StepSummary) float64 { return s.RequestsPerS }},
 	{"testbed.step.requests", "{request}", func(s *results.StepSummary) float64 { return float64(s.Requests) }},
 	{"testbed.step.errors", "{request}", func(s *results.StepSummary) float64 { return float64(s.Requests - s.OK) }},

@@ -468,8 +468,11 @@ func shardNotes(r *Run) []string {
 		}
 	}
 	if len(bad) > 0 {
-		notes = append(notes, fmt.Sprintf("**Shards out of step** in %s: these steps are not one load applied at once, "+
-			"their throughput over the union window is understated.", strings.Join(bad, "; ")))
+		notes = append(
+			notes,
+			fmt.Sprintf("**Shards out of step** in %s: these steps are not one load applied at once, "+
+				"their throughput over the union window is understated.", strings.Join(bad, "; ")),
+		)
 	}
 	return notes
 }

@@ -143,7 +143,10 @@ func (r *Run) windows() map[int]analysis.Window {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; step windows are taken from the records", results.HistogramsFile, err))
+		r.Notes = append(
+			r.Notes,
+			fmt.Sprintf("%s: %v; step windows are taken from the records", results.HistogramsFile, err),
+		)
 		return nil
 	}
 	return analysis.WindowsFromHistograms(h)
