@@ -388,14 +388,8 @@ func isEventStream(ct string) bool {
 // stream: true) is a bad response, never a cut stream.
 func (c *client) readNotStream(ctx, reqCtx context.Context, body io.Reader, ct string, rec *results.Record,
 	tt *traceTimes) {
-	b, err := io.ReadAll(io.LimitReader(body, 64<<10))
-	tt.fill(rec)
-	rec.DoneNS = c.since()
-	if err != nil {
-		c.classify(ctx, reqCtx, rec, err)
-		if rec.ErrorClass == results.ErrOther {
-			rec.ErrorClass = results.ErrStreamCut
-		}
+	b, ok := c.readBody(ctx, reqCtx, body, 64<<10, rec, tt)
+	if !ok {
 		return
 	}
 	if msg, ok := errorBody(b); ok {
@@ -646,10 +640,12 @@ func (c *client) readStream(
 	}
 }
 
-// readWhole reads a non-streamed response. There is no first token: the
-// whole answer arrives at once, and only E2E is defined.
-func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *results.Record, tt *traceTimes) {
-	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+// readBody reads a whole body of at most limit bytes and stamps the
+// record's end. A read that fails classifies the record (a body cut short
+// is a cut stream) and reports false.
+func (c *client) readBody(ctx, reqCtx context.Context, body io.Reader, limit int64, rec *results.Record,
+	tt *traceTimes) ([]byte, bool) {
+	b, err := io.ReadAll(io.LimitReader(body, limit))
 	tt.fill(rec)
 	rec.DoneNS = c.since()
 	if err != nil {
@@ -657,6 +653,16 @@ func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *res
 		if rec.ErrorClass == results.ErrOther {
 			rec.ErrorClass = results.ErrStreamCut
 		}
+		return nil, false
+	}
+	return b, true
+}
+
+// readWhole reads a non-streamed response. There is no first token: the
+// whole answer arrives at once, and only E2E is defined.
+func (c *client) readWhole(ctx, reqCtx context.Context, body io.Reader, rec *results.Record, tt *traceTimes) {
+	b, ok := c.readBody(ctx, reqCtx, body, 64<<20, rec, tt)
+	if !ok {
 		return
 	}
 	rec.LastTokenNS = rec.DoneNS
