@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ func Run(ctx context.Context, plan Plan, outDir string, opts ...RunOption) (*Out
 	for _, f := range opts {
 		f(&o)
 	}
+	// Defaults are filled into slices the caller still holds: copy them, so
+	// one plan can be run by several goroutines at once.
+	plan.Targets = slices.Clone(plan.Targets)
+	plan.Extra = slices.Clone(plan.Extra)
 	plan.SetDefaults()
 	if err := plan.Validate(); err != nil {
 		return nil, err
