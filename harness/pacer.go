@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/llm-testbed/testbed/internal/gamma"
 )
 
 // Pacer yields the intended send times of an open-loop step, as offsets
@@ -113,31 +115,9 @@ func (p *gammaPacer) Next() time.Duration {
 		if p.shape == 1 {
 			p.t += p.r.ExpFloat64() * p.scale
 		} else {
-			p.t += gammaSample(p.r, p.shape) * p.scale
+			p.t += gamma.Draw(p.r, p.shape) * p.scale
 		}
 	}
 	p.started = true
 	return time.Duration(p.t * 1e9)
-}
-
-// gammaSample draws from Gamma(shape, 1) by Marsaglia and Tsang's method.
-func gammaSample(r *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		// Boost: Gamma(a) = Gamma(a+1) * U^(1/a).
-		return gammaSample(r, shape+1) * math.Pow(r.Float64(), 1/shape)
-	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := r.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := r.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/llm-testbed/testbed/internal/gamma"
 )
 
 // Verdicts of a comparison.
@@ -268,32 +270,14 @@ func newResampler(vals []float64, cum []int64) resampler { return resampler{vals
 
 func (r resampler) quantile(rng *rand.Rand, q float64, n int64) float64 {
 	k := math.Max(1, math.Ceil(q*float64(n)))
-	g1 := gammaDraw(rng, k)
-	g2 := gammaDraw(rng, float64(n)-k+1)
+	g1 := gamma.Draw(rng, k)
+	g2 := gamma.Draw(rng, float64(n)-k+1)
 	u := g1 / (g1 + g2)
 	total := r.cum[len(r.cum)-1]
 	rank := int64(math.Ceil(u * float64(total)))
 	rank = max(1, min(total, rank))
 	i := sort.Search(len(r.cum), func(i int) bool { return r.cum[i] >= rank })
 	return r.vals[i]
-}
-
-// gammaDraw draws from Gamma(shape, 1) (Marsaglia and Tsang), shape ≥ 1.
-func gammaDraw(rng *rand.Rand, shape float64) float64 {
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := rng.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := rng.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
 }
 
 // WriteTable prints the comparison: one line per step and metric, then
